@@ -1,0 +1,1 @@
+"""Adapters that run peer benchmark tools (AIPerf) for comparison with tunegate."""

@@ -1,0 +1,194 @@
+"""What the CLI calls and users import: ``bench()`` and its options.
+
+The API joins the stages (workload -> loadgen or simulator -> metrics -> gauge); the stages never
+import each other in the other direction.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import uuid
+from urllib.parse import urlsplit
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from tunegate.errors import ConfigError
+from tunegate.gauge import validate_records
+from tunegate.loadgen.client import ClientConfig, TokenCounter
+from tunegate.loadgen.probe import discover_model
+from tunegate.loadgen.runner import ProgressCallback, RunResult
+from tunegate.loadgen.workers import run_workload
+from tunegate.metrics import DEFAULT_PERCENTILES, parse_slos, summarize
+from tunegate.results import BenchResult, redact_url
+from tunegate.workload import Workload, WorkloadConfig, build_workload, load_tokenizer
+
+__all__ = ["BenchOptions", "TargetOptions", "bench", "build_bench_workload"]
+
+
+class TargetOptions(BaseModel):
+    """The server under test and how to ask it.
+
+    Attributes:
+        url: Server root (``http://host:port``), without ``/v1``.
+        model: Model name; discovered from ``/v1/models`` when omitted.
+        endpoint: ``completions`` or ``chat``.
+        stream: SSE streaming. ``False`` reproduces the broken gauge of the seed article.
+        ignore_eos: Ask for exactly ``max_tokens`` output tokens.
+        api_key: Bearer token; never written anywhere.
+        request_timeout_s: Deadline per request.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = "http://127.0.0.1:8000"
+    model: str | None = None
+    endpoint: Literal["completions", "chat"] = "completions"
+    stream: bool = True
+    ignore_eos: bool = True
+    api_key: SecretStr | None = None
+    request_timeout_s: float = Field(default=300.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000)")
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "credentials in the URL are not supported (they would end up in logs); "
+                "pass the token with --api-key or $TUNEGATE_API_KEY"
+            )
+        if not parts.hostname:
+            raise ValueError("has no host name")
+        return url.rstrip("/").removesuffix("/v1")
+
+
+class BenchOptions(BaseModel):
+    """One benchmark: target, workload and what to report.
+
+    Attributes:
+        target: The server (ignored when ``sim`` is set).
+        workload: What to send and when.
+        percentiles: Percentiles reported for every distribution (0 < p < 100).
+        goodput: SLO tokens as for ``--goodput`` (``ttft:500``, ``tpot:50``, ``e2el:2000``).
+        workers: Client processes.
+        duration_s: Stop sending new requests after this long (the workload is the upper bound).
+        keep_text: Keep generated text in records (``--save-detailed``).
+        sim: Run the embedded simulator's scenario in virtual time instead of a server.
+        engine_args: Simulator engine arguments (``NAME=VALUE``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    target: TargetOptions = TargetOptions()
+    workload: WorkloadConfig
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+    goodput: tuple[str, ...] = ()
+    workers: int = Field(default=1, ge=1, le=64)
+    duration_s: float | None = Field(default=None, gt=0)
+    keep_text: bool = False
+    sim: str | None = None
+    engine_args: Mapping[str, str] = Field(default_factory=dict)
+
+    @field_validator("percentiles")
+    @classmethod
+    def _open_interval(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        for p in values:
+            if not 0 < p < 100 or math.isnan(p):
+                raise ValueError(f"percentile {p:g} is outside (0, 100)")
+        return tuple(sorted(set(values)))
+
+
+def _counter(tokenizer_spec: str) -> TokenCounter:
+    return load_tokenizer(tokenizer_spec).count
+
+
+def build_bench_workload(options: BenchOptions) -> Workload:
+    """The workload the options describe (tokenizer loaded when named)."""
+    spec = options.workload.tokenizer
+    tokenizer = load_tokenizer(spec) if spec else None
+    return build_workload(options.workload, tokenizer)
+
+
+def _run_simulated(options: BenchOptions, workload: Workload) -> tuple[RunResult, dict[str, Any]]:
+    from tunegate.servers.simulator import run_virtual  # the API is where stages meet
+
+    assert options.sim is not None
+    virtual = run_virtual(
+        workload, options.sim, dict(options.engine_args), stream=options.target.stream,
+        seed=options.workload.seed,
+    )
+    records = sorted(virtual.records, key=lambda r: r.index)
+    from tunegate.loadgen.lag import LagSummary
+
+    run = RunResult(
+        records=records,
+        started_ns=min((r.t_send_ns for r in records), default=0),
+        ended_ns=max((r.t_end_ns for r in records), default=0),
+        lag=LagSummary.empty(),
+    )
+    meta = {"backend": "tunegate-sim", "model_id": f"sim:{options.sim}",
+            "base_url": None, "sim_scenario": options.sim,
+            "engine_args": dict(options.engine_args)}
+    return run, meta
+
+
+def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) -> BenchResult:
+    """Run one benchmark and validate it.
+
+    The result always carries what was measured, even when interrupted; ``result.validation``
+    says whether the numbers can be trusted.
+
+    Raises:
+        UsageError: Bad options, unreadable files, unreachable server (before anything is sent).
+    """
+    slos = parse_slos(options.goodput) if options.goodput else None
+    workload = build_bench_workload(options)
+    target = options.target
+    if options.sim is not None:
+        run, meta = _run_simulated(options, workload)
+    else:
+        api_key = target.api_key.get_secret_value() if target.api_key else None
+        model = target.model or discover_model(target.url, api_key)
+        config = ClientConfig(
+            base_url=target.url, model=model, endpoint=target.endpoint, stream=target.stream,
+            ignore_eos=target.ignore_eos, api_key=api_key,
+            request_timeout_s=target.request_timeout_s, keep_text=options.keep_text,
+            run_id=f"tunegate-{uuid.uuid4().hex[:8]}",
+        )
+        spec = options.workload.tokenizer
+        run = run_workload(
+            workload, config, workers=options.workers,
+            counter_factory=functools.partial(_counter, spec) if spec else None,
+            progress=progress, duration_s=options.duration_s,
+        )
+        meta = {"backend": "openai-chat" if target.endpoint == "chat" else "openai",
+                "model_id": model, "base_url": redact_url(target.url)}
+    schedule = workload.schedule
+    metadata: dict[str, Any] = {
+        **meta,
+        "tokenizer_id": options.workload.tokenizer,
+        "endpoint": target.endpoint,
+        "stream": target.stream,
+        "ignore_eos": target.ignore_eos,
+        "request_rate": schedule.request_rate if schedule.request_rate else float("inf"),
+        "burstiness": schedule.burstiness or 1.0,
+        "max_concurrency": schedule.max_concurrency,
+        "percentiles": list(options.percentiles),
+        "workload": dict(workload.description),
+    }
+    summary = summarize(run.records, percentiles=options.percentiles, slos=slos)
+    validation = validate_records(run.records, run.lag if options.sim is None else None)
+    return BenchResult(run=run, summary=summary, validation=validation, metadata=metadata)
+
+
+def options_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
+    """A pydantic error as a :class:`ConfigError` naming each field and value."""
+    from tunegate.workload import format_validation_error
+
+    return ConfigError(format_validation_error(exc, source=source))

@@ -1,0 +1,70 @@
+"""The ``tunegate`` command: parse -> validated options -> API call, behind one error boundary.
+
+Exit codes (GUIDE.md section 4): 0 ok and valid; 3 measured but the gauge says the data is
+invalid; 2 usage error; 1 other failure; 130 interrupted (what was measured is still written).
+Subcommands import their modules lazily so ``tunegate --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from tunegate import __version__
+from tunegate.errors import TunegateError
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_INVALID", "main"]
+
+EXIT_INVALID = 3
+EXIT_INTERRUPTED = 130
+
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("tunegate.cli.bench", "benchmark a server (or the simulator) and validate the data"),
+    "loopback": ("tunegate.cli.loopback", "serve a programmable OpenAI-compatible test server"),
+    "sim": ("tunegate.cli.sim", "the embedded engine simulator (sim serve, sim scenarios)"),
+    "demo": ("tunegate.cli.demo", "the guided demo that `make demo` runs"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tunegate",
+        description="Tune LLM inference servers without trusting a number that was not checked.",
+    )
+    parser.add_argument("--version", action="version", version=f"tunegate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in _COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tunegate`` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if not args or args[0] not in _COMMANDS:
+        parser.parse_args(args)  # prints help or a usage error and exits 2
+        return 2
+    module = importlib.import_module(_COMMANDS[args[0]][0])
+    try:
+        code: int = module.run(args[1:])
+        return code
+    except TunegateError as exc:
+        print(f"tunegate {args[0]}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"tunegate {args[0]}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug, not a user mistake: say so, keep the trace optional
+        if os.environ.get("TUNEGATE_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"tunegate {args[0]}: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a tunegate bug; set TUNEGATE_DEBUG=1 for the traceback and report it.",
+            file=sys.stderr,
+        )
+        return 1

@@ -1,0 +1,181 @@
+"""``tunegate bench``: benchmark a server (or the simulator), validate, summarise, write."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pydantic
+from pydantic import SecretStr
+
+from tunegate.cli.console import console, print_summary, print_validation, progress_bar
+from tunegate.errors import ConfigError
+
+__all__ = ["run"]
+
+_API_KEY_ENV = ("TUNEGATE_API_KEY", "OPENAI_API_KEY")
+_FIELD_FLAGS = {
+    "num_requests": "--num-requests", "num_warmup": "--num-warmup", "input_tokens":
+    "--input-tokens", "output_tokens": "--output-tokens", "request_rate": "--request-rate",
+    "dataset_path": "--dataset-path", "concurrency": "--concurrency", "seed": "--seed",
+    "burstiness": "--burstiness", "arrival": "--arrival", "dataset": "--dataset",
+    "url": "--url", "request_timeout_s": "--request-timeout", "workers": "--workers",
+    "duration_s": "--duration", "percentiles": "--percentiles",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tunegate bench",
+        description="Send a seeded workload over real sockets (or to the simulator in virtual "
+        "time), measure TTFT/TPOT/ITL/E2EL exactly, and validate the data before showing it.",
+    )
+    t = p.add_argument_group("target")
+    t.add_argument("--url", default="http://127.0.0.1:8000", help="server root, no /v1")
+    t.add_argument("--model", help="model name (default: the first one /v1/models lists)")
+    t.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    t.add_argument("--api-key", help=f"bearer token (default: ${' or $'.join(_API_KEY_ENV)})")
+    t.add_argument("--no-stream", action="store_true",
+                   help="stream=false: reproduces a broken gauge on purpose (TTFT == E2EL)")
+    t.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True,
+                   help="ask for exactly max_tokens output tokens (default: on)")
+    t.add_argument("--request-timeout", type=float, default=300.0, metavar="S")
+    t.add_argument("--sim", metavar="SCENARIO",
+                   help="run the embedded simulator in virtual time instead of a server")
+    t.add_argument("--engine-arg", action="append", default=[], metavar="NAME=VALUE",
+                   help="simulator engine argument (repeatable)")
+    w = p.add_argument_group("workload")
+    w.add_argument("--dataset", choices=["synthetic", "seed", "jsonl", "sharegpt"],
+                   default="synthetic", help="seed = the article's 1319-request workload")
+    w.add_argument("--dataset-path", type=Path, help="JSONL or ShareGPT file")
+    w.add_argument("--input-tokens", default=None, metavar="DIST",
+                   help="prompt lengths: 128 | uniform:64,256 | normal:128,32 | "
+                   "lognormal:128,0.5 (synthetic; default 128)")
+    w.add_argument("--output-tokens", default=None, metavar="DIST",
+                   help="max_tokens distribution, same syntax (synthetic; default 128)")
+    w.add_argument("--tokenizer", help="tokenizer.json path or tiktoken:ENCODING (offline)")
+    w.add_argument("--num-requests", type=int, default=None)
+    w.add_argument("--num-warmup", type=int, default=0,
+                   help="extra requests sent first, measured, excluded from statistics")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--concurrency", type=int, help="closed-loop slots, or cap with a rate")
+    w.add_argument("--request-rate", type=float, help="open-loop requests/s (inf = all at once)")
+    w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default=None)
+    w.add_argument("--burstiness", type=float, default=1.0,
+                   help="gamma shape (1 = Poisson, < 1 burstier); implies --arrival gamma")
+    w.add_argument("--duration", type=float, metavar="S",
+                   help="stop sending after S seconds (the workload size is the upper bound)")
+    o = p.add_argument_group("output")
+    o.add_argument("--goodput", nargs="+", default=[], metavar="METRIC:MS",
+                   help="SLOs for goodput, e.g. --goodput ttft:500 tpot:50 e2el:5000")
+    o.add_argument("--percentiles", default="50,90,95,99", help="comma-separated, e.g. 50,99.9")
+    o.add_argument("--out", type=Path, help="write the JSON result here")
+    o.add_argument("--save-detailed", action="store_true",
+                   help="include per-request arrays and records in --out")
+    o.add_argument("--workers", type=int, default=1, help="client processes (default 1)")
+    o.add_argument("--no-progress", action="store_true")
+    o.add_argument("--quiet", action="store_true", help="no table; the exit code still tells")
+    return p
+
+
+def _percentiles(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(
+            f"--percentiles: {text!r} is not a comma-separated list of numbers"
+        ) from None
+
+
+def _engine_args(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--engine-arg {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from tunegate.api import BenchOptions, TargetOptions, options_error
+    from tunegate.workload import WorkloadConfig
+
+    if urlsplit(args.url).username is not None:  # checked here so the value is never echoed
+        raise ConfigError(
+            "--url: credentials in the URL are not supported (they would end up in logs); "
+            "pass the token with --api-key or $TUNEGATE_API_KEY"
+        )
+    synthetic = args.dataset == "synthetic"
+    workload: dict[str, Any] = {
+        "dataset": args.dataset, "dataset_path": args.dataset_path, "seed": args.seed,
+        "num_warmup": args.num_warmup, "concurrency": args.concurrency,
+        "request_rate": args.request_rate, "burstiness": args.burstiness,
+        "tokenizer": args.tokenizer,
+        "num_requests": args.num_requests if args.num_requests is not None
+        else (None if args.dataset == "seed" else (10_000 if args.duration else 200)),
+    }
+    if args.burstiness != 1.0 and args.arrival is None:
+        workload["arrival"] = "gamma"
+    elif args.arrival is not None:
+        workload["arrival"] = args.arrival
+    if synthetic:
+        workload["input_tokens"] = args.input_tokens or "128"
+        workload["output_tokens"] = args.output_tokens or "128"
+    else:
+        workload["input_tokens"] = args.input_tokens
+        workload["output_tokens"] = args.output_tokens
+    if args.concurrency is None and args.request_rate is None and args.dataset != "seed":
+        workload["concurrency"] = 16
+    api_key = args.api_key or next((os.environ[k] for k in _API_KEY_ENV if os.environ.get(k)),
+                                   None)
+    try:
+        return BenchOptions(
+            target=TargetOptions(
+                url=args.url, model=args.model, endpoint=args.endpoint,
+                stream=not args.no_stream, ignore_eos=args.ignore_eos,
+                api_key=SecretStr(api_key) if api_key else None,
+                request_timeout_s=args.request_timeout,
+            ),
+            workload=WorkloadConfig(**{k: v for k, v in workload.items() if v is not None}),
+            percentiles=_percentiles(args.percentiles),
+            goodput=tuple(args.goodput), workers=args.workers, duration_s=args.duration,
+            keep_text=args.save_detailed, sim=args.sim,
+            engine_args=_engine_args(args.engine_arg),
+        )
+    except pydantic.ValidationError as exc:
+        error = options_error(exc, source="command line")
+        message = str(error)
+        for field, flag in _FIELD_FLAGS.items():
+            message = message.replace(f": {field}: ", f": {flag}: ")
+        raise ConfigError(message) from None
+
+
+def run(argv: Sequence[str]) -> int:
+    from tunegate.api import bench
+    from tunegate.cli import EXIT_INTERRUPTED, EXIT_INVALID
+    from tunegate.results import check_writable, write_result
+
+    args = _parser().parse_args(list(argv))
+    options = _options(args)
+    if args.out is not None:
+        check_writable(args.out)  # before measuring, so nothing measured is lost to a typo
+    total = options.workload.num_requests + options.workload.num_warmup
+    with progress_bar(total, enabled=not (args.no_progress or args.quiet or options.sim)) as tick:
+        result = bench(options, progress=tick)
+    document = result.to_json(save_detailed=args.save_detailed)
+    if args.out is not None:
+        write_result(args.out, document)
+    if not args.quiet:
+        print_summary(document, result.validation.invalid_metrics)
+        print_validation(result.validation)
+        if args.out is not None:
+            console.print(f"result written to {args.out}")
+    if result.run.interrupted:
+        console.print(f"interrupted: {len(result.records)} requests measured and kept")
+        return EXIT_INTERRUPTED
+    return 0 if result.validation.valid else EXIT_INVALID

@@ -1,0 +1,359 @@
+"""One request over a real socket, observed to the nanosecond.
+
+Timestamps come from ``time.monotonic_ns()`` taken the moment a read returns bytes, before any
+SSE framing or JSON parsing. A content event's time is the receipt time of the read that
+completed it (its terminating blank line).
+
+``t_send_ns`` is taken by aiohttp trace hooks just before the request's bytes are written on an
+established connection (aiohttp buffers the headers and writes them with the first body chunk,
+so the body-chunk hook is the one that counts). Neither waiting for a pooled connection nor a TCP
+handshake is counted as server latency; when the request was issued is kept as ``t_issue_ns``.
+Measured with ``benchmarks/gauge_accuracy.py --quick``: stamping before ``session.post`` gave a
+median TTFT error of +6.2 ms at concurrency 16 and +106 ms at 256; with the hooks, +3.8 ms and
++38 ms, nearly all of it the loopback server accepting a burst of new connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+
+from tunegate.errors import SSEError
+from tunegate.loadgen.openai import (
+    ChunkView,
+    Endpoint,
+    ProtocolViolation,
+    build_payload,
+    endpoint_path,
+    read_chunk,
+    read_whole_response,
+)
+from tunegate.loadgen.records import CountSource, Outcome, RequestRecord
+from tunegate.loadgen.sse import SSEEvent, SSEParser
+from tunegate.workload.spec import RequestSpec
+
+__all__ = ["ClientConfig", "TokenCounter", "redact_url", "send_request", "timing_trace_config"]
+
+TokenCounter = Callable[[str], int]
+"""Counts tokens of a text with a real tokenizer the user named."""
+
+_MAX_ERROR_BODY = 4096
+
+
+def redact_url(url: str) -> str:
+    """The URL without any ``user:password@`` part, safe for files, logs and messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """How to talk to the server under test.
+
+    Attributes:
+        base_url: Server root, e.g. ``http://127.0.0.1:8000`` (no ``/v1``).
+        model: Model name sent in each request.
+        endpoint: ``completions`` or ``chat``.
+        stream: Ask for SSE streaming. Off only to reproduce a broken gauge on purpose.
+        ignore_eos: Ask the server to generate exactly ``max_tokens``.
+        include_usage: Ask for the final usage chunk (``stream_options.include_usage``).
+        api_key: Sent as a bearer token; never printed (excluded from ``repr``).
+        request_timeout_s: Deadline of one request, connection to last byte.
+        extra_body: Extra JSON fields merged into every request body.
+        keep_text: Keep generated text in the records (``--save-detailed``).
+        run_id: Prefix of the ``X-Request-Id`` header, so server logs can be joined to records.
+    """
+
+    base_url: str
+    model: str
+    endpoint: Endpoint = "completions"
+    stream: bool = True
+    ignore_eos: bool = True
+    include_usage: bool = True
+    api_key: str | None = field(default=None, repr=False)
+    request_timeout_s: float = 300.0
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    keep_text: bool = False
+    run_id: str = "tunegate"
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + endpoint_path(self.endpoint)
+
+
+class _Observation:
+    """Mutable state of one request while it is in flight."""
+
+    def __init__(self, spec: RequestSpec, config: ClientConfig, t_issue_ns: int) -> None:
+        self.spec = spec
+        self.config = config
+        self.t_issue_ns = t_issue_ns
+        self.t_send_ns = t_issue_ns  # refined by the trace hooks when the bytes go out
+        self.body_started = False
+        self.t_end_ns: int | None = None
+        self.outcome: Outcome | None = None
+        self.error: str | None = None
+        self.http_status: int | None = None
+        self.response_streamed: bool | None = None
+        self.content_times_ns: list[int] = []
+        self.content_chars: list[int] = []
+        self.pieces: list[str] = []
+        self.finish_reason: str | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.done = False
+
+    def fail(self, outcome: Outcome, error: str, t_ns: int | None = None) -> None:
+        """Record the first failure; later ones do not overwrite it."""
+        if self.outcome is None:
+            self.outcome = outcome
+            self.error = error
+            self.t_end_ns = t_ns if t_ns is not None else time.monotonic_ns()
+
+    def absorb(self, view: ChunkView, t_ns: int) -> None:
+        """Fold one chunk's information in; ``t_ns`` is its receipt time."""
+        if view.error is not None:
+            self.fail(Outcome.SERVER_ERROR, f"in-band error: {view.error}", t_ns)
+            return
+        if view.text:
+            self.content_times_ns.append(t_ns)
+            self.content_chars.append(len(view.text))
+            self.pieces.append(view.text)
+        if view.finish_reason is not None:
+            self.finish_reason = view.finish_reason
+        if view.prompt_tokens is not None:
+            self.prompt_tokens = view.prompt_tokens
+        if view.completion_tokens is not None:
+            self.completion_tokens = view.completion_tokens
+
+    def to_record(self, count_tokens: TokenCounter | None) -> RequestRecord:
+        text = "".join(self.pieces)
+        record = RequestRecord(
+            index=self.spec.index,
+            warmup=self.spec.warmup,
+            outcome=self.outcome or Outcome.COMPLETE,
+            streamed=self.config.stream,
+            t_send_ns=self.t_send_ns,
+            t_issue_ns=self.t_issue_ns,
+            t_end_ns=self.t_end_ns if self.t_end_ns is not None else time.monotonic_ns(),
+            t_first_ns=self.content_times_ns[0] if self.content_times_ns else None,
+            t_last_ns=self.content_times_ns[-1] if self.content_times_ns else None,
+            content_times_ns=self.content_times_ns,
+            content_chars=self.content_chars,
+            usage_prompt_tokens=self.prompt_tokens,
+            usage_completion_tokens=self.completion_tokens,
+            requested_max_tokens=self.spec.max_tokens,
+            ignore_eos=self.config.ignore_eos,
+            http_status=self.http_status,
+            finish_reason=self.finish_reason,
+            error=self.error,
+            response_streamed=self.response_streamed,
+            generated_text=text if self.config.keep_text else None,
+        )
+        _assign_counts(record, self.spec, text, count_tokens, self.config.endpoint)
+        return record
+
+
+def _assign_counts(
+    record: RequestRecord,
+    spec: RequestSpec,
+    text: str,
+    count_tokens: TokenCounter | None,
+    endpoint: Endpoint,
+) -> None:
+    """Choose each token count from the best source available (GUIDE.md section 3)."""
+    if count_tokens is not None:
+        record.tokenizer_output_tokens = count_tokens(text)
+    if record.usage_completion_tokens is not None:
+        record.output_tokens = record.usage_completion_tokens
+        record.output_tokens_source = CountSource.USAGE
+    elif record.tokenizer_output_tokens is not None:
+        record.output_tokens = record.tokenizer_output_tokens
+        record.output_tokens_source = CountSource.TOKENIZER
+    else:
+        record.output_tokens = record.content_events
+        record.output_tokens_source = CountSource.EVENTS
+
+    if record.usage_prompt_tokens is not None:
+        record.input_tokens = record.usage_prompt_tokens
+        record.input_tokens_source = CountSource.USAGE
+    elif spec.input_tokens is not None:
+        record.input_tokens = spec.input_tokens
+        record.input_tokens_source = CountSource.WORKLOAD
+    elif count_tokens is not None and endpoint == "completions":
+        # A chat template adds tokens the client cannot see, so only raw prompts are counted.
+        record.input_tokens = count_tokens(spec.prompt)
+        record.input_tokens_source = CountSource.TOKENIZER
+
+
+def _handle_event(obs: _Observation, event: SSEEvent) -> None:
+    """Apply one dispatched SSE event to the observation."""
+    if obs.done or obs.outcome is not None:
+        return
+    if event.event == "error":
+        obs.fail(Outcome.SERVER_ERROR, f"event: error: {event.data[:500]}", event.t_ns)
+        return
+    if event.event != "message":
+        return  # other event types carry no OpenAI payload
+    data = event.data.strip()
+    if data == "[DONE]":
+        obs.done = True
+        obs.t_end_ns = event.t_ns
+        return
+    if not data:
+        return
+    try:
+        view = read_chunk(json.loads(data), obs.config.endpoint)
+    except (ValueError, ProtocolViolation) as exc:
+        obs.fail(Outcome.PROTOCOL_ERROR, f"unreadable chunk ({exc}): {data[:200]!r}", event.t_ns)
+        return
+    obs.absorb(view, event.t_ns)
+
+
+async def _consume_stream(response: aiohttp.ClientResponse, obs: _Observation) -> None:
+    obs.response_streamed = True
+    parser = SSEParser()
+    try:
+        async for chunk in response.content.iter_any():
+            t_ns = time.monotonic_ns()
+            for event in parser.feed(chunk, t_ns):
+                _handle_event(obs, event)
+            if obs.outcome is not None:
+                return
+        parser.close()
+    except SSEError as exc:
+        obs.fail(Outcome.PROTOCOL_ERROR, f"invalid SSE stream: {exc}")
+        return
+    if not obs.done:
+        partial = " (a partial event was discarded)" if parser.has_partial_event else ""
+        obs.fail(Outcome.TRUNCATED, f"stream ended without [DONE]{partial}")
+
+
+async def _consume_body(response: aiohttp.ClientResponse, obs: _Observation) -> None:
+    """A whole JSON body: the server did not stream (asked not to, or ignored the request)."""
+    obs.response_streamed = False
+    raw = await response.read()
+    t_ns = time.monotonic_ns()
+    try:
+        view = read_whole_response(json.loads(raw), obs.config.endpoint)
+    except (ValueError, ProtocolViolation) as exc:
+        obs.fail(Outcome.PROTOCOL_ERROR, f"unreadable response body ({exc}): {raw[:200]!r}", t_ns)
+        return
+    obs.absorb(view, t_ns)
+    obs.done = True
+    if obs.t_end_ns is None:
+        obs.t_end_ns = t_ns
+
+
+async def _error_body(response: aiohttp.ClientResponse) -> str:
+    raw = await response.content.read(_MAX_ERROR_BODY)
+    text = raw.decode("utf-8", errors="replace").strip()
+    try:
+        payload = json.loads(text)
+        view = read_whole_response(payload, "completions")
+        if view.error:
+            return view.error
+    except (ValueError, ProtocolViolation):
+        pass
+    return text[:500] or response.reason or "no body"
+
+
+async def _on_headers_sent(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceRequestHeadersSentParams,
+) -> None:
+    obs = context.trace_request_ctx
+    if isinstance(obs, _Observation):
+        obs.t_send_ns = time.monotonic_ns()
+        obs.body_started = False
+
+
+async def _on_chunk_sent(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceRequestChunkSentParams,
+) -> None:
+    obs = context.trace_request_ctx
+    if isinstance(obs, _Observation) and not obs.body_started:
+        obs.t_send_ns = time.monotonic_ns()  # headers and first chunk leave together now
+        obs.body_started = True
+
+
+def timing_trace_config() -> aiohttp.TraceConfig:
+    """The trace hooks that stamp ``t_send_ns``; install them on every benchmark session."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_on_headers_sent)
+    trace.on_request_chunk_sent.append(_on_chunk_sent)
+    return trace
+
+
+def _headers(config: ClientConfig, spec: RequestSpec) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "X-Request-Id": f"{config.run_id}-{spec.index}",
+    }
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    return headers
+
+
+async def send_request(
+    session: aiohttp.ClientSession,
+    spec: RequestSpec,
+    config: ClientConfig,
+    count_tokens: TokenCounter | None = None,
+) -> RequestRecord:
+    """Send one request and observe it until it ends; never raises for server behaviour.
+
+    Cancellation (Ctrl-C) ends the request as ``truncated`` with what was received so far.
+    """
+    payload = build_payload(
+        endpoint=config.endpoint,
+        model=config.model,
+        prompt=spec.prompt,
+        max_tokens=spec.max_tokens,
+        stream=config.stream,
+        ignore_eos=config.ignore_eos,
+        include_usage=config.include_usage,
+        extra_body=config.extra_body,
+    )
+    body = json.dumps(payload).encode()
+    headers = _headers(config, spec)
+    obs = _Observation(spec, config, time.monotonic_ns())
+    try:
+        async with asyncio.timeout(config.request_timeout_s):
+            async with session.post(
+                config.url, data=body, headers=headers, trace_request_ctx=obs
+            ) as response:
+                obs.http_status = response.status
+                if response.status != 200:
+                    message = await _error_body(response)
+                    obs.fail(Outcome.SERVER_ERROR, f"HTTP {response.status}: {message}")
+                elif response.content_type == "text/event-stream":
+                    await _consume_stream(response, obs)
+                else:
+                    await _consume_body(response, obs)
+    except TimeoutError:
+        obs.fail(Outcome.TIMEOUT, f"no complete response within {config.request_timeout_s:g} s")
+    except asyncio.CancelledError:
+        obs.fail(Outcome.TRUNCATED, "interrupted before the response completed")
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+        obs.fail(Outcome.TRUNCATED, f"connection lost mid-response: {type(exc).__name__}")
+    except aiohttp.ClientConnectionError as exc:
+        obs.fail(Outcome.SERVER_ERROR, f"cannot connect to {redact_url(config.base_url)}: {exc}")
+    except aiohttp.ClientError as exc:
+        obs.fail(Outcome.SERVER_ERROR, f"HTTP client error: {type(exc).__name__}: {exc}")
+    return obs.to_record(count_tokens)

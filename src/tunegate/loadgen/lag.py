@@ -1,0 +1,125 @@
+"""Event-loop lag: how late the client itself is, so it knows when *it* is the bottleneck.
+
+A timestamp is taken when the client's read callback runs, not when the bytes reached the
+socket. When the event loop is busy, ready callbacks wait their turn and every timestamp taken
+in that window is late by the wait. The probe measures exactly that wait: every ``interval`` it
+queues a callback with ``call_soon`` and records how long the callback waited to run. Timer
+oversleep is deliberately *not* used, because epoll rounds timeouts up to whole milliseconds and
+would report ~1 ms of lag on an idle loop.
+
+The busy fraction (process CPU time / wall time) is reported beside it: a client process near
+1.0 cannot keep up, whatever the probe says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LagMonitor", "LagSummary"]
+
+
+@dataclass(frozen=True, slots=True)
+class LagSummary:
+    """Distribution of event-loop lag over a run, in milliseconds.
+
+    Attributes:
+        samples: Number of probes.
+        p50_ms / p99_ms / max_ms: Lag percentiles and maximum.
+        over_1ms_fraction: Share of probes that waited more than 1 ms.
+        cpu_busy_fraction: Client CPU seconds per wall second over the run (1.0 = one full core).
+    """
+
+    samples: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    over_1ms_fraction: float
+    cpu_busy_fraction: float
+
+    @classmethod
+    def empty(cls) -> LagSummary:
+        return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+    @classmethod
+    def worst(cls, summaries: list[LagSummary]) -> LagSummary:
+        """The pessimistic merge of several workers' summaries (each field's maximum)."""
+        if not summaries:
+            return cls.empty()
+        return cls(
+            samples=sum(s.samples for s in summaries),
+            p50_ms=max(s.p50_ms for s in summaries),
+            p99_ms=max(s.p99_ms for s in summaries),
+            max_ms=max(s.max_ms for s in summaries),
+            over_1ms_fraction=max(s.over_1ms_fraction for s in summaries),
+            cpu_busy_fraction=max(s.cpu_busy_fraction for s in summaries),
+        )
+
+
+class LagMonitor:
+    """Probes the running event loop's scheduling delay until stopped.
+
+    Example:
+        >>> async def main() -> LagSummary:
+        ...     monitor = LagMonitor(interval_s=0.001)
+        ...     monitor.start()
+        ...     await asyncio.sleep(0.02)
+        ...     return monitor.stop()
+        >>> asyncio.run(main()).samples > 5
+        True
+    """
+
+    def __init__(self, interval_s: float = 0.005) -> None:
+        self._interval_s = interval_s
+        self._lags_ns: list[int] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wall0 = 0
+        self._cpu0 = 0.0
+        self._running = False
+
+    def start(self) -> None:
+        """Start probing the current event loop."""
+        self._loop = asyncio.get_running_loop()
+        self._wall0 = time.monotonic_ns()
+        self._cpu0 = time.process_time()
+        self._running = True
+        self._schedule()
+
+    def _schedule(self) -> None:
+        assert self._loop is not None
+        self._handle = self._loop.call_later(self._interval_s, self._probe)
+
+    def _probe(self) -> None:
+        if not self._running or self._loop is None:
+            return
+        queued_at = time.monotonic_ns()
+        self._loop.call_soon(self._record, queued_at)
+
+    def _record(self, queued_at: int) -> None:
+        self._lags_ns.append(time.monotonic_ns() - queued_at)
+        if self._running:
+            self._schedule()
+
+    def stop(self) -> LagSummary:
+        """Stop probing and summarise."""
+        self._running = False
+        if self._handle is not None:
+            self._handle.cancel()
+        wall_s = (time.monotonic_ns() - self._wall0) / 1e9
+        cpu_s = time.process_time() - self._cpu0
+        busy = cpu_s / wall_s if wall_s > 0 else 0.0
+        if not self._lags_ns:
+            return LagSummary(0, 0.0, 0.0, 0.0, 0.0, busy)
+        lags_ms = np.asarray(self._lags_ns, dtype=np.float64) / 1e6
+        return LagSummary(
+            samples=int(lags_ms.size),
+            p50_ms=float(np.percentile(lags_ms, 50)),
+            p99_ms=float(np.percentile(lags_ms, 99)),
+            max_ms=float(lags_ms.max()),
+            over_1ms_fraction=float(np.mean(lags_ms > 1.0)),
+            cpu_busy_fraction=busy,
+        )

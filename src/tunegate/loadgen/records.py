@@ -1,0 +1,128 @@
+"""The per-request record: what one request did, as observed by the client.
+
+Every timestamp is an integer count of nanoseconds on one monotonic clock (``time.monotonic_ns``
+for real sockets, a virtual clock for the simulator). Only differences between timestamps of the
+same run mean anything. Timestamps are taken when bytes are received, before any JSON parsing.
+
+A record ends as exactly one :class:`Outcome`. Partial data (events received before a failure) is
+kept: a truncated stream still knows its first-token time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["CountSource", "Outcome", "RequestRecord"]
+
+
+class Outcome(StrEnum):
+    """How a request ended. Only ``COMPLETE`` requests enter latency statistics."""
+
+    COMPLETE = "complete"
+    """The stream ended with ``[DONE]`` (or a whole non-streamed body) and no error."""
+    TRUNCATED = "truncated"
+    """The connection ended without ``[DONE]``; partial data kept."""
+    SERVER_ERROR = "server_error"
+    """HTTP error status, an in-band ``error`` object, or an ``event: error``."""
+    PROTOCOL_ERROR = "protocol_error"
+    """The bytes were not valid SSE / JSON in the OpenAI shape."""
+    TIMEOUT = "timeout"
+    """The request exceeded its deadline; partial data kept."""
+
+    @property
+    def is_success(self) -> bool:
+        return self is Outcome.COMPLETE
+
+
+class CountSource(StrEnum):
+    """Where a token count came from, best first."""
+
+    USAGE = "usage"
+    """The server's own ``usage`` report."""
+    TOKENIZER = "tokenizer"
+    """A real tokenizer the user named, applied to the text."""
+    WORKLOAD = "workload"
+    """The workload built the prompt to this exact length with a real tokenizer."""
+    EVENTS = "events"
+    """Number of content events: approximate, since one event may carry several tokens."""
+    UNKNOWN = "unknown"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Everything measured about one request.
+
+    Attributes:
+        index: The :class:`~tunegate.workload.RequestSpec` index.
+        warmup: Excluded from statistics.
+        outcome: How the request ended.
+        streamed: Whether the request asked for ``stream=true``.
+        t_send_ns: Just before the request bytes were written on an open connection.
+        t_issue_ns: When the client issued the request, before waiting for a pooled
+            connection or a TCP handshake; ``t_send_ns - t_issue_ns`` is that client-side wait.
+        t_first_ns: Receipt of the first event carrying generated text (TTFT's end).
+        t_last_ns: Receipt of the last event carrying generated text (E2EL's end).
+        t_end_ns: Receipt of the stream's end (``[DONE]``, EOF) or of the failure.
+        content_times_ns: Receipt time of every content event, in order (first and last included).
+        content_chars: Characters of generated text in each content event.
+        input_tokens / input_tokens_source: Prompt length and where it came from.
+        output_tokens / output_tokens_source: Generated length and where it came from.
+        usage_prompt_tokens / usage_completion_tokens: The server's usage report, verbatim.
+        tokenizer_output_tokens: A named tokenizer's count of the generated text.
+        requested_max_tokens / ignore_eos: What was asked for.
+        http_status: HTTP status, when a response arrived.
+        finish_reason: The last ``finish_reason`` the server sent.
+        error: Why the request failed (never contains secrets).
+        response_streamed: Whether the server actually answered with an SSE stream (``False``:
+            one JSON body, e.g. a server that ignored ``stream=true``); ``None`` if unknown.
+        generated_text: The text, kept only when asked for (``--save-detailed``).
+    """
+
+    index: int
+    warmup: bool
+    outcome: Outcome
+    streamed: bool
+    t_send_ns: int
+    t_end_ns: int
+    t_first_ns: int | None = None
+    t_issue_ns: int | None = None
+    t_last_ns: int | None = None
+    content_times_ns: list[int] = field(default_factory=list)
+    content_chars: list[int] = field(default_factory=list)
+    input_tokens: int | None = None
+    input_tokens_source: CountSource = CountSource.UNKNOWN
+    output_tokens: int | None = None
+    output_tokens_source: CountSource = CountSource.UNKNOWN
+    usage_prompt_tokens: int | None = None
+    usage_completion_tokens: int | None = None
+    tokenizer_output_tokens: int | None = None
+    requested_max_tokens: int | None = None
+    ignore_eos: bool = False
+    http_status: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    response_streamed: bool | None = None
+    generated_text: str | None = None
+
+    @property
+    def content_events(self) -> int:
+        return len(self.content_times_ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (enums as their string values)."""
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        data["input_tokens_source"] = self.input_tokens_source.value
+        data["output_tokens_source"] = self.output_tokens_source.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        """Inverse of :meth:`to_dict`; raises ``KeyError``/``ValueError`` on a malformed dict."""
+        fields = dict(data)
+        fields["outcome"] = Outcome(fields["outcome"])
+        fields["input_tokens_source"] = CountSource(fields.get("input_tokens_source", "unknown"))
+        fields["output_tokens_source"] = CountSource(fields.get("output_tokens_source", "unknown"))
+        return cls(**fields)

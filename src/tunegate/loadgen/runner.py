@@ -1,0 +1,224 @@
+"""Drive a workload against a server: closed-loop slots or open-loop arrivals.
+
+One process runs one asyncio loop with one ``aiohttp`` session whose connection pool is sized
+to the concurrency. When one process cannot keep up (its event-loop lag grows), ``workers=N``
+splits the same schedule over N processes that share the system-wide monotonic clock and one
+start instant; see :mod:`tunegate.loadgen.workers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from tunegate.loadgen.client import (
+    ClientConfig,
+    TokenCounter,
+    send_request,
+    timing_trace_config,
+)
+from tunegate.loadgen.lag import LagMonitor, LagSummary
+from tunegate.loadgen.records import RequestRecord
+from tunegate.workload.spec import RequestSpec, Workload
+
+__all__ = ["ProgressCallback", "RunResult", "run_workload_async"]
+
+ProgressCallback = Callable[[RequestRecord], None]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """Records of one run and what the client knows about its own health.
+
+    Attributes:
+        records: One record per request sent, ordered by request index.
+        started_ns / ended_ns: The run's monotonic start instant and the end of its last request.
+        lag: Event-loop lag of the client (worst worker when several).
+        interrupted: The run was stopped early (Ctrl-C); the records are what was measured.
+        workers: Client processes used.
+        not_sent: Requests of the workload never sent (duration reached or interrupted).
+        worker_lags: Each worker's own lag summary.
+    """
+
+    records: list[RequestRecord]
+    started_ns: int
+    ended_ns: int
+    lag: LagSummary
+    interrupted: bool = False
+    workers: int = 1
+    not_sent: int = 0
+    worker_lags: list[LagSummary] = field(default_factory=list)
+
+
+def _connector(workload: Workload) -> aiohttp.TCPConnector:
+    """A pool with one connection per concurrency slot (unbounded for uncapped open loop)."""
+    limit = workload.schedule.max_concurrency or 0
+    return aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+
+
+async def _sleep_until(target_ns: int) -> None:
+    delay_ns = target_ns - time.monotonic_ns()
+    if delay_ns > 0:
+        await asyncio.sleep(delay_ns / 1e9)
+
+
+async def _sleep_or_stop(target_ns: int, stop: asyncio.Event) -> None:
+    """Sleep until ``target_ns``; long waits end early when ``stop`` is set (Ctrl-C)."""
+    delay_s = (target_ns - time.monotonic_ns()) / 1e9
+    if delay_s > 0.05:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay_s - 0.02)
+    await _sleep_until(target_ns)
+
+
+class _Run:
+    """Shared state of one run inside one process."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        config: ClientConfig,
+        count_tokens: TokenCounter | None,
+        progress: ProgressCallback | None,
+        stop: asyncio.Event,
+        deadline_ns: int | None,
+    ) -> None:
+        self.workload = workload
+        self.config = config
+        self.count_tokens = count_tokens
+        self.progress = progress
+        self.stop = stop
+        self.deadline_ns = deadline_ns
+        self.records: list[RequestRecord] = []
+        self.sent = 0
+
+    def may_send(self) -> bool:
+        if self.stop.is_set():
+            return False
+        return self.deadline_ns is None or time.monotonic_ns() < self.deadline_ns
+
+    async def one(self, session: aiohttp.ClientSession, spec: RequestSpec) -> None:
+        self.sent += 1
+        record = await send_request(session, spec, self.config, self.count_tokens)
+        self.records.append(record)
+        if self.progress is not None:
+            self.progress(record)
+
+    async def closed_loop(self, session: aiohttp.ClientSession, slots: int) -> None:
+        pending: Iterator[RequestSpec] = iter(self.workload.requests)
+
+        async def slot() -> None:
+            for spec in pending:
+                if not self.may_send():
+                    return
+                await self.one(session, spec)
+
+        await _gather_until_stopped([slot() for _ in range(slots)], self.stop)
+
+    async def open_loop(self, session: aiohttp.ClientSession, start_ns: int) -> None:
+        offsets = self.workload.schedule.offsets_s
+        assert offsets is not None
+        cap = self.workload.schedule.max_concurrency
+        gate = asyncio.Semaphore(cap) if cap else None
+
+        async def gated(spec: RequestSpec) -> None:
+            if gate is None:
+                await self.one(session, spec)
+                return
+            async with gate:
+                if self.may_send():
+                    await self.one(session, spec)
+
+        tasks: list[asyncio.Task[None]] = []
+        for spec, offset in zip(self.workload.requests, offsets, strict=True):
+            await _sleep_or_stop(start_ns + int(offset * 1e9), self.stop)
+            if not self.may_send():
+                break
+            tasks.append(asyncio.create_task(gated(spec)))
+        await _gather_until_stopped(tasks, self.stop)
+
+
+async def _gather_until_stopped(aws: list[Any], stop: asyncio.Event) -> None:
+    """Await all tasks; when ``stop`` is set, cancel them (each records its partial data)."""
+    tasks: list[asyncio.Future[Any]] = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return
+    stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
+        done, _ = await asyncio.wait({everything, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stopper in done:
+            for task in tasks:
+                task.cancel()
+        outcomes = await everything
+    finally:
+        stopper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopper
+    for outcome in outcomes:  # requests never raise for server behaviour: this is a bug
+        if isinstance(outcome, Exception):
+            raise outcome
+
+
+async def run_workload_async(
+    workload: Workload,
+    config: ClientConfig,
+    *,
+    count_tokens: TokenCounter | None = None,
+    progress: ProgressCallback | None = None,
+    duration_s: float | None = None,
+    stop: asyncio.Event | None = None,
+    start_at_ns: int | None = None,
+    lag_interval_s: float = 0.005,
+) -> RunResult:
+    """Run ``workload`` in the current event loop.
+
+    Args:
+        workload: Requests and their schedule.
+        config: Server, endpoint and request options.
+        count_tokens: A real tokenizer's counter, for token counts the server does not report.
+        progress: Called with each finished record.
+        duration_s: Stop sending new requests this long after the start; in-flight ones finish.
+        stop: Set it to stop early (Ctrl-C): in-flight requests end as ``truncated`` with their
+            partial data, and the result says ``interrupted``.
+        start_at_ns: A shared monotonic start instant (several worker processes).
+        lag_interval_s: Period of the event-loop lag probe.
+    """
+    stop = stop or asyncio.Event()
+    if start_at_ns is not None:
+        await _sleep_until(start_at_ns)
+    start_ns = time.monotonic_ns()
+    deadline_ns = start_ns + int(duration_s * 1e9) if duration_s is not None else None
+    run = _Run(workload, config, count_tokens, progress, stop, deadline_ns)
+    monitor = LagMonitor(lag_interval_s)
+    monitor.start()
+    timeout = aiohttp.ClientTimeout(total=None)  # each request has its own deadline
+    try:
+        async with aiohttp.ClientSession(
+            connector=_connector(workload), timeout=timeout,
+            trace_configs=[timing_trace_config()],
+        ) as session:
+            if workload.schedule.offsets_s is None:
+                slots = workload.schedule.max_concurrency or 1
+                await run.closed_loop(session, slots)
+            else:
+                await run.open_loop(session, start_ns)
+    finally:
+        lag = monitor.stop()
+    records = sorted(run.records, key=lambda r: r.index)
+    ended_ns = max((r.t_end_ns for r in records), default=start_ns)
+    return RunResult(
+        records=records,
+        started_ns=start_ns,
+        ended_ns=ended_ns,
+        lag=lag,
+        interrupted=stop.is_set(),
+        not_sent=len(workload.requests) - run.sent,
+        worker_lags=[lag],
+    )

@@ -1,0 +1,1 @@
+"""Server-side code: the loopback reference server, the simulator, engine adapters."""

@@ -1,0 +1,115 @@
+"""Run a loopback server beside the caller: in a thread (tests) or a child process (benchmarks).
+
+A thread shares the caller's GIL, which is fine for functional tests; timing benchmarks use a
+child process so the server's work never delays the client's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+from tunegate.errors import ServerError
+from tunegate.servers.loopback.behaviour import Behaviour
+from tunegate.servers.loopback.server import LoopbackServer
+
+__all__ = ["behaviour_argv", "serve_in_process", "serve_in_thread"]
+
+_READY = re.compile(r"listening on (http://\S+)")
+
+
+@contextlib.contextmanager
+def serve_in_thread(behaviour: Behaviour, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``behaviour`` from a daemon thread; yields the base URL."""
+    loop = asyncio.new_event_loop()
+    server = LoopbackServer(behaviour, host=host)
+    started = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.start())
+        except BaseException as exc:  # reported to the caller below
+            failure.append(exc)
+            started.set()
+            return
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(server.stop())
+        loop.close()
+
+    thread = threading.Thread(target=run, name="loopback-server", daemon=True)
+    thread.start()
+    started.wait(timeout=10)
+    if failure or not started.is_set():
+        raise ServerError(f"loopback server did not start: {failure[0] if failure else 'timeout'}")
+    try:
+        yield server.base_url
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+
+
+def behaviour_argv(behaviour: Behaviour) -> list[str]:
+    """CLI flags of ``tunegate loopback`` that reproduce ``behaviour``."""
+    argv: list[str] = []
+    for f in dataclasses.fields(behaviour):
+        value = getattr(behaviour, f.name)
+        if value is None or value == f.default:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + f.name.replace("_", "-"))
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+@contextlib.contextmanager
+def serve_in_process(
+    behaviour: Behaviour, host: str = "127.0.0.1", start_timeout_s: float = 30.0
+) -> Iterator[str]:
+    """Serve ``behaviour`` from a child ``tunegate loopback`` process; yields the base URL."""
+    argv = [sys.executable, "-m", "tunegate", "loopback", "--host", host, "--port", "0",
+            *behaviour_argv(behaviour)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        url = _wait_ready(proc, start_timeout_s)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_ready(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    assert proc.stdout is not None
+    result: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            match = _READY.search(line)
+            if match:
+                result.append(match.group(1))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if not result:
+        proc.kill()
+        raise ServerError(f"loopback server process did not report readiness in {timeout_s:g} s")
+    return result[0]

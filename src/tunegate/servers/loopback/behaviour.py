@@ -1,0 +1,58 @@
+"""What the loopback server is programmed to do: timing, framing quirks and failures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Behaviour"]
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """A loopback server's programme. Times in milliseconds.
+
+    Attributes:
+        ttft_ms: Delay from the request's arrival to the first token's event.
+        itl_ms: Delay between consecutive token events (scheduled on absolute deadlines, so
+            lateness never accumulates).
+        tokens: Output tokens per request; ``None`` means the request's ``max_tokens``.
+        tokens_per_event: Tokens packed into one SSE event.
+        role_first: Send an empty/role-only delta right away (must not count as first token).
+        comments: Put an SSE comment line into every event.
+        crlf: End lines with CRLF instead of LF.
+        split_events: Send each event in two writes, the first ending mid-line, early.
+        include_usage: Honour ``stream_options.include_usage`` with a final usage chunk.
+        ignore_stream: Answer ``stream=true`` with one JSON body after the whole generation.
+        error_after: Send an in-band error object after this many tokens (then ``[DONE]``).
+        event_error_after: Send ``event: error`` after this many tokens.
+        truncate_after: Close the connection after this many tokens, without ``[DONE]``.
+        malformed_after: Send a non-JSON ``data:`` line after this many tokens.
+        http_error_every: Every N-th request gets HTTP 500.
+        model: The model name served.
+    """
+
+    ttft_ms: float = 400.0
+    itl_ms: float = 20.0
+    tokens: int | None = None
+    tokens_per_event: int = 1
+    role_first: bool = False
+    comments: bool = False
+    crlf: bool = False
+    split_events: bool = False
+    include_usage: bool = True
+    ignore_stream: bool = False
+    error_after: int | None = None
+    event_error_after: int | None = None
+    truncate_after: int | None = None
+    malformed_after: int | None = None
+    http_error_every: int | None = None
+    model: str = "loopback"
+
+    @classmethod
+    def adversarial(cls, **overrides: object) -> Behaviour:
+        """Every framing quirk at once (role-only first delta, comments, CRLF, split events)."""
+        fields: dict[str, object] = {
+            "role_first": True, "comments": True, "crlf": True, "split_events": True,
+        }
+        fields.update(overrides)
+        return cls(**fields)  # type: ignore[arg-type]

@@ -1,0 +1,7 @@
+"""Helpers for tests of tunegate and of code built on it (hand-built records, servers)."""
+
+from __future__ import annotations
+
+from tunegate.testing.records import make_record, token_times
+
+__all__ = ["make_record", "token_times"]

@@ -1,0 +1,185 @@
+"""``WorkloadConfig``: the validated description of a workload, and readable pydantic errors.
+
+Length distributions are written in the CLI syntax of :mod:`tunegate.workload.lengths`
+(``"lognormal:63,0.4,min=15,max=200"``) in config files and serialise back to it, so
+``WorkloadConfig.model_validate(config.model_dump(mode="json"))`` rebuilds the same config.
+
+Arrival rules: ``concurrency`` alone is a closed loop; ``request_rate`` alone is open loop;
+both together are open loop at ``request_rate`` capped at ``concurrency`` requests in flight.
+A preset (``dataset="seed"``) fills ``num_requests`` and, when neither is given,
+``concurrency`` from its defaults; other datasets need one of the two.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_serializer,
+    model_validator,
+)
+
+from tunegate.errors import ConfigError
+from tunegate.workload.lengths import LengthDistribution, parse_length_distribution
+from tunegate.workload.presets import PRESETS
+
+__all__ = ["LengthField", "WorkloadConfig", "format_validation_error"]
+
+
+def _to_distribution(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        try:
+            return parse_length_distribution(value, option="length distribution")
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("length distribution: ")) from None
+    return value
+
+
+LengthField = Annotated[
+    LengthDistribution,
+    BeforeValidator(_to_distribution),
+    PlainSerializer(lambda d: d.spec, return_type=str),
+]
+"""A length distribution given as CLI text (or an int, or an instance); dumps as its spec."""
+
+
+class WorkloadConfig(BaseModel):
+    """Everything that determines a workload; with the same values the workload is identical.
+
+    Attributes:
+        dataset: ``synthetic`` (drawn lengths), ``seed`` (the article's preset), ``jsonl`` or
+            ``sharegpt`` (prompts from ``dataset_path``).
+        dataset_path: The prompt file; required for ``jsonl``/``sharegpt`` only.
+        num_requests: Measured requests (a preset supplies its own default).
+        num_warmup: Extra requests sent first, flagged ``warmup=True``, excluded from stats.
+        input_tokens: Prompt length distribution; ``synthetic`` only (required there).
+        output_tokens: ``max_tokens`` distribution; required for ``synthetic``; for ``jsonl`` it
+            fills lines without ``max_tokens``; for ``sharegpt`` it overrides the reply length.
+        seed: Seed of every random choice (``>= 0``).
+        concurrency: Closed-loop concurrency, or the in-flight cap of an open-loop schedule.
+        request_rate: Open-loop requests per second (``inf`` = all at once).
+        burstiness: Gamma shape for ``arrival="gamma"``.
+        arrival: Inter-arrival distribution for open loop.
+        tokenizer: ``tokenizer.json`` path or ``tiktoken:ENCODING`` for exact token counts.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
+
+    dataset: Literal["synthetic", "seed", "jsonl", "sharegpt"] = "synthetic"
+    dataset_path: Path | None = None
+    num_requests: int = Field(ge=1)
+    num_warmup: int = Field(default=0, ge=0)
+    input_tokens: LengthField | None = None
+    output_tokens: LengthField | None = None
+    seed: int = Field(default=0, ge=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    request_rate: float | None = Field(default=None, gt=0)
+    burstiness: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    tokenizer: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("dataset") in PRESETS:
+            preset = PRESETS[data["dataset"]]
+            data = dict(data)
+            if data.get("num_requests") is None:
+                data["num_requests"] = preset.num_requests
+            if data.get("concurrency") is None and data.get("request_rate") is None:
+                data["concurrency"] = preset.concurrency
+        return data
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> WorkloadConfig:
+        file_based = self.dataset in ("jsonl", "sharegpt")
+        if file_based and self.dataset_path is None:
+            raise ValueError(f"dataset_path is required with dataset={self.dataset!r}")
+        if not file_based and self.dataset_path is not None:
+            raise ValueError(
+                f"dataset_path is only used with dataset='jsonl' or 'sharegpt', "
+                f"not {self.dataset!r}; remove it or change dataset"
+            )
+        if self.dataset == "synthetic":
+            for name in ("input_tokens", "output_tokens"):
+                if getattr(self, name) is None:
+                    raise ValueError(
+                        f"{name} is required with dataset='synthetic' "
+                        "(e.g. 'fixed:512' or 'lognormal:512,0.5')"
+                    )
+        elif self.input_tokens is not None:
+            raise ValueError(
+                f"input_tokens is only used with dataset='synthetic'; dataset={self.dataset!r} "
+                "sets the prompts itself"
+            )
+        if self.dataset in PRESETS and self.output_tokens is not None:
+            raise ValueError(
+                f"output_tokens cannot change preset {self.dataset!r}; use dataset='synthetic' "
+                "to choose lengths"
+            )
+        if self.concurrency is None and self.request_rate is None:
+            raise ValueError("set concurrency (closed loop) or request_rate (open loop)")
+        if self.request_rate is None:
+            if self.arrival != "poisson" or self.burstiness != 1.0:
+                raise ValueError(
+                    f"arrival={self.arrival!r} and burstiness={self.burstiness} apply only to "
+                    "open loop; set request_rate too"
+                )
+        elif self.burstiness != 1.0 and self.arrival != "gamma":
+            raise ValueError(
+                f"burstiness={self.burstiness} needs arrival='gamma' (arrival={self.arrival!r})"
+            )
+        return self
+
+    @field_serializer("request_rate")
+    def _rate_as_text_when_infinite(self, rate: float | None) -> float | str | None:
+        return "inf" if rate is not None and math.isinf(rate) else rate
+
+    @field_serializer("dataset_path")
+    def _path_as_text(self, path: Path | None) -> str | None:
+        return None if path is None else str(path)
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def format_validation_error(exc: pydantic.ValidationError, *, source: str) -> str:
+    """Turn a pydantic error into one line per problem, naming the field and the value.
+
+    Args:
+        exc: The error from validating a :class:`WorkloadConfig` (or any model).
+        source: Where the values came from (``"workload.toml"``, ``"command line"``).
+
+    Returns:
+        Lines like ``"workload.toml: seed: Input should be greater than or equal to 0
+        (got -1)"``; problems spanning several fields start with ``"workload.toml: "``.
+
+    Example:
+        >>> try:
+        ...     WorkloadConfig(num_requests=0, input_tokens=8, output_tokens=8, concurrency=1)
+        ... except pydantic.ValidationError as e:
+        ...     print(format_validation_error(e, source="cli"))
+        cli: num_requests: Input should be greater than or equal to 1 (got 0)
+    """
+    lines = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        where = f"{source}: {field}: " if field else f"{source}: "
+        shown = (
+            "" if not field or error["type"] == "missing" else f" (got {_shown(error['input'])})"
+        )
+        lines.append(f"{where}{message}{shown}")
+    return "\n".join(lines)

@@ -1,0 +1,142 @@
+"""Seeded synthetic prompts of a target length, each one unique.
+
+Without a tokenizer a prompt of length N is exactly N words from :data:`WORDS` (common short
+lowercase English words that BPE tokenizers usually encode as one token each with a leading
+space), and its token count is left unknown (``input_tokens=None``): a word count is never
+reported as a token count; the server's usage report gives the real number later.
+
+With a tokenizer a prompt of length N is exactly N tokens of prompt text: words are drawn,
+encoded, trimmed or extended, decoded and re-encoded until the count is exactly N; after
+``max_attempts`` rounds the closest text is kept and its true count recorded (``exact=False``).
+
+Uniqueness: the first four words spell a 32-bit key in base 256 (lowest digit first). Callers
+pass consecutive keys (``seed offset + position``), so consecutive requests always differ in
+their first word, which keeps servers that reuse a cached prompt prefix (llama.cpp, vLLM prefix
+caching) from reusing one across requests. Prompts of >= 4 words are unique for up to 2**32
+requests; shorter prompts for up to ``256**N`` consecutive keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tunegate.workload.tokenizer import Tokenizer
+
+__all__ = ["KEY_WORDS", "WORDS", "SyntheticPrompt", "prefix_words", "synthetic_prompt"]
+
+_WORD_TEXT = """
+    the of and to in is that for it was on with he as you at by this have from or one had not
+    but what all were when we there can an your which their said if do will each about how up
+    out them then she many some so these would other into has more her two like him see time
+    could no make than first been its who now my made over did down only way find use may water
+    long very after words called just where most know get back much before go good new write our
+    used me man too any day same right look think also around came come work three word must
+    does part even place well such here take why things help put years away again off went old
+    number great tell men say small every found still name should home big give air line set own
+    under read last never us left end along while might next sound below saw both few those
+    always show large often asked house world going want school until form food keep feet land
+    side boy once life enough took four head above kind began almost live page got earth need
+    far hand high year mother light father let night being study second soon story since white
+    ever paper hard near better best across during today sure knew try told young sun thing
+    whole hear heard change answer room sea top turned learn point city play toward five money
+    seen car red
+"""
+
+WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
+"""The 256 built-in words (distinct, lowercase, at most 6 letters)."""
+
+KEY_WORDS = 4
+"""Leading words that encode the prompt key (256**4 = 2**32 keys)."""
+
+_BASE = len(WORDS)
+_KEY_SPACE = _BASE**KEY_WORDS
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticPrompt:
+    """A generated prompt.
+
+    Attributes:
+        text: The prompt text.
+        input_tokens: True token count when a tokenizer counted it, else ``None``.
+        exact: Whether the prompt has exactly the requested length (tokens with a tokenizer,
+            words without).
+    """
+
+    text: str
+    input_tokens: int | None
+    exact: bool
+
+
+def prefix_words(key: int) -> list[str]:
+    """The four words that spell ``key`` (mod 2**32), lowest base-256 digit first.
+
+    Example:
+        >>> prefix_words(1)
+        ['of', 'the', 'the', 'the']
+    """
+    key %= _KEY_SPACE
+    digits = []
+    for _ in range(KEY_WORDS):
+        key, digit = divmod(key, _BASE)
+        digits.append(WORDS[digit])
+    return digits
+
+
+def _random_words(rng: np.random.Generator, n: int) -> list[str]:
+    return [WORDS[int(i)] for i in rng.integers(0, _BASE, size=max(n, 0))]
+
+
+def synthetic_prompt(
+    length: int,
+    *,
+    key: int,
+    rng: np.random.Generator,
+    tokenizer: Tokenizer | None = None,
+    max_attempts: int = 8,
+) -> SyntheticPrompt:
+    """Build one prompt of ``length`` words (no tokenizer) or tokens (with one).
+
+    Args:
+        length: Target length (``>= 1``).
+        key: Uniqueness key; give each request of a workload a different consecutive key.
+        rng: Generator for the filler words (advanced in place).
+        tokenizer: Counts tokens; ``None`` makes the length a word count.
+        max_attempts: Trim/extend rounds before settling for the closest text.
+
+    Returns:
+        The prompt; ``input_tokens`` is set only when a tokenizer counted it.
+
+    Example:
+        >>> p = synthetic_prompt(6, key=0, rng=np.random.default_rng(0))
+        >>> (len(p.text.split()), p.input_tokens, p.exact)
+        (6, None, True)
+    """
+    if length < 1:
+        raise ValueError(f"prompt length must be >= 1, got {length}")
+    words = prefix_words(key)[:length] + _random_words(rng, length - KEY_WORDS)
+    text = " ".join(words)
+    if tokenizer is None:
+        return SyntheticPrompt(text=text, input_tokens=None, exact=True)
+    return _fit_tokens(text, length, tokenizer, rng, max_attempts)
+
+
+def _fit_tokens(
+    text: str, length: int, tokenizer: Tokenizer, rng: np.random.Generator, max_attempts: int
+) -> SyntheticPrompt:
+    """Trim or extend ``text`` until it encodes to exactly ``length`` tokens."""
+    best_text, best_count = text, -1
+    for attempt in range(max_attempts + 1):
+        ids = tokenizer.encode(text)
+        count = len(ids)
+        if best_count < 0 or abs(count - length) < abs(best_count - length):
+            best_text, best_count = text, count
+        if count == length or attempt == max_attempts:
+            break
+        if count > length:
+            text = tokenizer.decode(ids[:length])
+        else:
+            text = " ".join([text, *_random_words(rng, length - count)])
+    return SyntheticPrompt(text=best_text, input_tokens=best_count, exact=best_count == length)

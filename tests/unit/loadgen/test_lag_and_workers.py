@@ -1,0 +1,60 @@
+"""The client knows when it is the bottleneck; work is split over processes faithfully."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tunegate.loadgen.lag import LagMonitor, LagSummary
+from tunegate.loadgen.workers import split_workload
+from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
+
+
+def test_lag_monitor_sees_a_blocked_event_loop() -> None:
+    async def scenario() -> tuple[LagSummary, LagSummary]:
+        idle = LagMonitor(interval_s=0.001)
+        idle.start()
+        await asyncio.sleep(0.05)
+        quiet = idle.stop()
+        busy = LagMonitor(interval_s=0.001)
+        busy.start()
+        for _ in range(10):
+            await asyncio.sleep(0.002)
+            time.sleep(0.01)  # the loop is blocked: a queued callback waits ~10 ms
+        return quiet, busy.stop()
+
+    quiet, busy = asyncio.run(scenario())
+    assert quiet.samples > 10
+    assert quiet.p50_ms < 1.0
+    assert busy.max_ms >= 5.0
+
+
+def test_worst_merge_takes_each_maximum() -> None:
+    a = LagSummary(10, 0.1, 0.5, 2.0, 0.0, 0.3)
+    b = LagSummary(20, 0.2, 0.4, 9.0, 0.1, 0.2)
+    merged = LagSummary.worst([a, b])
+    assert (merged.samples, merged.p99_ms, merged.max_ms, merged.cpu_busy_fraction) == (
+        30, 0.5, 9.0, 0.3)
+
+
+def _workload(n: int, offsets: bool, cap: int | None) -> Workload:
+    requests = tuple(RequestSpec(index=i, prompt=f"p{i}", max_tokens=4) for i in range(n))
+    schedule = ArrivalSchedule(
+        offsets_s=tuple(0.1 * i for i in range(n)) if offsets else None,
+        max_concurrency=cap, kind="poisson" if offsets else "closed")
+    return Workload(requests, schedule)
+
+
+def test_split_keeps_every_request_once_with_its_offset() -> None:
+    parts = split_workload(_workload(10, offsets=True, cap=None), 3)
+    indices = sorted(r.index for p in parts for r in p.requests)
+    assert indices == list(range(10))
+    for part in parts:
+        assert part.schedule.offsets_s is not None
+        for request, offset in zip(part.requests, part.schedule.offsets_s, strict=True):
+            assert offset == 0.1 * request.index
+
+
+def test_split_divides_closed_loop_slots() -> None:
+    parts = split_workload(_workload(10, offsets=False, cap=5), 2)
+    assert [p.schedule.max_concurrency for p in parts] == [3, 2]
