@@ -46,6 +46,7 @@ class Accuracy:
     send_to_arrival_ms: tuple[float, float]
     ttft_err_ms: tuple[float, float]
     itl_err_ms: tuple[float, float]
+    tpot_err_ms: tuple[float, float]
     server_late_ms: tuple[float, float]
     client_delay_ms: tuple[float, float]
     lag_p99_ms: float
@@ -75,7 +76,7 @@ def _measure(behaviour: Behaviour, concurrency: int, requests: int, tokens: int,
         config = ClientConfig(base_url=url, model="loopback", run_id=run_id)
         result = run_workload(workload, config, workers=workers)
         sends = _sends(url)
-    ttft_err, itl_err, late, delay, to_server = [], [], [], [], []
+    ttft_err, itl_err, late, delay, to_server, tpot_err = [], [], [], [], [], []
     ttft_ns, itl_ns = behaviour.ttft_ms * NS_PER_MS, behaviour.itl_ms * NS_PER_MS
     complete: list[RequestRecord] = [r for r in result.records if r.outcome.is_success]
     for r in complete:
@@ -83,6 +84,7 @@ def _measure(behaviour: Behaviour, concurrency: int, requests: int, tokens: int,
         times = r.content_times_ns
         ttft_err.append((times[0] - r.t_send_ns - ttft_ns) / NS_PER_MS)
         itl_err += [(b - a - itl_ns) / NS_PER_MS for a, b in pairwise(times)]
+        tpot_err.append(((times[-1] - times[0]) / (len(times) - 1) - itl_ns) / NS_PER_MS)
         if log and len(log["sends_ns"]) == len(times):
             arrival = log["arrival_ns"]
             to_server.append((arrival - r.t_send_ns) / NS_PER_MS)
@@ -91,10 +93,10 @@ def _measure(behaviour: Behaviour, concurrency: int, requests: int, tokens: int,
                 delay.append((got - sent) / NS_PER_MS)
     duration_s = (result.ended_ns - result.started_ns) / 1e9
     events = sum(len(r.content_times_ns) for r in result.records)
-    return Accuracy(concurrency, requests, len(complete), _median_p99(to_server),
-                    _median_p99(ttft_err),
-                    _median_p99(itl_err), _median_p99(late), _median_p99(delay),
-                    result.lag.p99_ms, events / duration_s if duration_s else 0.0)
+    return Accuracy(
+        concurrency, requests, len(complete), _median_p99(to_server), _median_p99(ttft_err),
+        _median_p99(itl_err), _median_p99(tpot_err), _median_p99(late), _median_p99(delay),
+        result.lag.p99_ms, events / duration_s if duration_s else 0.0)
 
 
 def _row(a: Accuracy) -> str:
@@ -150,7 +152,11 @@ def main() -> int:
 def _aiperf_side_by_side(programmed: Behaviour) -> dict[str, Any] | None:
     """AIPerf against the same programmed server at concurrency 16, beside tunegate's figures."""
     try:
-        from peers.aiperf_side import ensure_aiperf, run_aiperf, write_tokenizer_dir
+        from peers.aiperf_side import (  # type: ignore[import-not-found]
+            ensure_aiperf,
+            run_aiperf,
+            write_tokenizer_dir,
+        )
     except ImportError:
         print("AIPerf comparison unavailable (benchmarks/peers missing)")
         return None
@@ -167,12 +173,17 @@ def _aiperf_side_by_side(programmed: Behaviour) -> dict[str, Any] | None:
         theirs = run_aiperf(aiperf, url=url, model="loopback", concurrency=16, num_requests=64,
                             input_tokens=16, output_tokens=32, artifact_dir=Path(tmp) / "art",
                             tokenizer_dir=tokenizer, timeout_s=300)
-    print("\nSide by side at concurrency 16 (programmed TTFT 400 ms, ITL 20 ms):")
+    print("\nSide by side at concurrency 16, 64 requests (programmed TTFT 400 ms, 20 ms/token);")
+    print("per-token latency is tunegate's TPOT and AIPerf's 'inter token latency'.")
+    their_ttft = (theirs.ttft_ms_median or float("nan")) - 400
+    their_tpot = (theirs.itl_ms_median or float("nan")) - 20
     print(f"  tunegate: TTFT median error {ours.ttft_err_ms[0]:+.3f} ms, "
-          f"ITL median error {ours.itl_err_ms[0]:+.3f} ms")
-    print(f"  AIPerf:   TTFT median error {theirs.median_ttft_ms - 400:+.3f} ms, "
-          f"ITL median error {theirs.median_itl_ms - 20:+.3f} ms")
-    return {"tunegate": ours.__dict__, "aiperf": theirs.__dict__}
+          f"per-token median error {ours.tpot_err_ms[0]:+.3f} ms")
+    print(f"  AIPerf:   TTFT median error {their_ttft:+.3f} ms, "
+          f"per-token median error {their_tpot:+.3f} ms")
+    return {"tunegate": ours.__dict__,
+            "aiperf": {k: str(v) if isinstance(v, Path) else v
+                       for k, v in theirs.__dict__.items()}}
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import math
 import uuid
-from urllib.parse import urlsplit
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator

@@ -8,6 +8,7 @@ with its partial data kept.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 from pathlib import Path
 
@@ -25,7 +26,9 @@ from tunegate.workload import WorkloadConfig, build_workload
 pytestmark = pytest.mark.integration
 
 
-def _workload(n: int = 16, concurrency: int = 8, output: int = 32, **extra: object) -> WorkloadConfig:
+def _workload(
+    n: int = 16, concurrency: int = 8, output: int = 32, **extra: object
+) -> WorkloadConfig:
     return WorkloadConfig.model_validate({
         "dataset": "synthetic", "num_requests": n, "input_tokens": "24",
         "output_tokens": str(output), "concurrency": concurrency, "seed": 3, **extra})
@@ -191,7 +194,7 @@ def test_open_loop_rate_spreads_the_sends(loopback) -> None:
                 "output_tokens": "2", "request_rate": 40.0, "arrival": "constant"}))
         result = bench(options)
     sends = sorted(r.t_send_ns for r in result.records)
-    gaps_ms = [(b - a) / 1e6 for a, b in zip(sends, sends[1:], strict=False)]
+    gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(sends)]
     assert statistics.median(gaps_ms) == pytest.approx(25.0, abs=3.0)
 
 

@@ -1,32 +1,63 @@
 """``tunegate demo``: the seed article's first lesson, run end to end on this machine.
 
-Three benchmarks against a loopback server that tunegate starts itself (programmed: first token
-after 200 ms, then one token every 10 ms):
+Part 1 replays the article on the embedded simulator's ``seed`` scenario, in virtual time, with
+the article's workload (1319 requests, concurrency 16):
 
-1. ``stream=false``: the broken gauge. TTFT == E2EL on every request; validation rejects it.
-2. Streaming: the repaired gauge; TTFT and ITL match what the server was programmed to do.
-3. A server that ignores ``stream=true``: the client asked correctly, the data is still broken,
-   and validation still catches it.
+  (a) stream=false, chunked prefill off: the article's report. TTFT == E2EL; validation
+      rejects it before anyone reads a TTFT figure.
+  (b) streaming, chunked prefill on: the article's fix.
+  (c) streaming, chunked prefill off: the control run the article never made. It shows that
+      the TTFT drop from (a) to (b) is the gauge repair, not the engine change.
+
+Part 2 runs over real sockets: the simulator served over HTTP in its own process, and a
+loopback server that ignores stream=true, which validation still catches.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from tunegate.cli.console import console, print_summary, print_validation
+from rich.table import Table
+
+from tunegate.cli.console import console, print_validation
 
 __all__ = ["run"]
+
+_SIM_READY = re.compile(r"serving on (http://\S+)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tunegate demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, default=Path("demo-out"))
-    parser.add_argument("--num-requests", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, default=16)
     return parser
+
+
+def _row(table: Table, name: str, doc: dict[str, Any], valid: bool) -> None:
+    invalid = set(doc["validation"]["invalid_metrics"])
+
+    def cell(metric: str, key: str, digits: int = 1) -> str:
+        value = doc.get(key)
+        text = "-" if value is None else f"{value:,.{digits}f}"
+        return f"[red strike]{text}[/]" if metric in invalid else text
+
+    verdict = "[green]valid[/]" if valid else "[bold red]INVALID[/]"
+    table.add_row(name, cell("ttft", "mean_ttft_ms", 0), cell("e2el", "mean_e2el_ms", 0),
+                  cell("prefill", "mean_prefill_tok_s", 2),
+                  cell("generation", "mean_generation_tok_s", 2),
+                  cell("throughput", "output_throughput"), verdict)
+
+
+def _table() -> Table:
+    table = Table()
+    for column in ("run", "TTFT ms", "E2EL ms", "prefill/s", "gen./s", "out tok/s", "gauge"):
+        table.add_column(column, justify="left" if column in ("run", "gauge") else "right")
+    return table
 
 
 def run(argv: Sequence[str]) -> int:
@@ -34,39 +65,81 @@ def run(argv: Sequence[str]) -> int:
     from tunegate.results import write_json
     from tunegate.servers.loopback import Behaviour
     from tunegate.servers.loopback.background import serve_in_process
+    from tunegate.servers.process import serve_subprocess
     from tunegate.workload import WorkloadConfig
 
     args = _parser().parse_args(list(argv))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    workload = WorkloadConfig.model_validate({
-        "dataset": "synthetic", "num_requests": args.num_requests, "seed": 0,
-        "input_tokens": "lognormal:63,0.4", "output_tokens": "fixed:64",
-        "concurrency": args.concurrency,
-    })
-    steps = [
-        ("1-no-stream", "stream=false: the broken gauge of the seed article",
-         Behaviour(ttft_ms=200, itl_ms=10), False),
-        ("2-stream", "stream=true: the repaired gauge (programmed TTFT 200 ms, ITL 10 ms)",
-         Behaviour.adversarial(ttft_ms=200, itl_ms=10), True),
-        ("3-server-ignores-stream", "stream=true, but the server answers with one JSON body",
-         Behaviour(ttft_ms=200, itl_ms=10, ignore_stream=True), True),
-    ]
-    verdicts: list[tuple[str, bool]] = []
-    for name, title, behaviour, stream in steps:
-        console.rule(f"[bold]{name}[/]: {title}")
-        with serve_in_process(behaviour) as url:
-            options = BenchOptions(
-                target=TargetOptions(url=url, stream=stream, endpoint="chat"), workload=workload,
-            )
-            result = bench(options)
-        document = result.to_json()
+    verdicts: list[tuple[str, bool, bool]] = []  # name, valid, expected
+
+    def record(name: str, result: Any, expected: bool) -> dict[str, Any]:
+        document: dict[str, Any] = result.to_json()
         write_json(args.out_dir / f"{name}.json", document)
-        print_summary(document, result.validation.invalid_metrics)
-        print_validation(result.validation)
-        verdicts.append((name, result.validation.valid))
+        verdicts.append((name, result.validation.valid, expected))
+        return document
+
+    console.rule("[bold]Part 1: the seed article on the simulator (virtual time)[/]")
+    seed = WorkloadConfig.model_validate({"dataset": "seed"})
+    console.print("Scenario seed, 1319 requests at concurrency 16. The article reported "
+                  "(a) TTFT = E2EL = 9557.6 ms, prefill 7.07, 'decode' 16.78 tok/s; "
+                  "(b) TTFT ~1.1 s, E2EL 8.96 s, prefill 70.35, 'decode' 18.36 tok/s.")
+    article = _table()
+    runs = [("a-no-stream-chunked-off", "(a) no stream, chunked off", False, False, False),
+            ("b-stream-chunked-on", "(b) stream, chunked on", True, True, True),
+            ("c-stream-chunked-off", "(c) stream, chunked off", True, False, True)]
+    docs: dict[str, dict[str, Any]] = {}
+    first_findings = None
+    for name, label, stream, chunked, expected in runs:
+        options = BenchOptions(target=TargetOptions(stream=stream), workload=seed, sim="seed",
+                               engine_args={"enable_chunked_prefill": str(chunked).lower()})
+        result = bench(options)
+        docs[label[:3]] = record(name, result, expected)
+        _row(article, label, docs[label[:3]], result.validation.valid)
+        first_findings = first_findings or result.validation
+    console.print(article)
+    if first_findings is not None:
+        console.print("What the gauge said about (a):")
+        print_validation(first_findings)
+    a, b, c = docs["(a)"], docs["(b)"], docs["(c)"]
+
+    def change(new: float, old: float) -> str:
+        return f"{(new / old - 1):+.1%}"
+
+    console.print(
+        f"(c) runs (a)'s engine with (b)'s gauge. TTFT (a) -> (c): "
+        f"{change(c['mean_ttft_ms'], a['mean_ttft_ms'])} with the engine unchanged: that is "
+        f"the gauge repair. (c) -> (b), chunked prefill alone: E2EL "
+        f"{change(b['mean_e2el_ms'], c['mean_e2el_ms'])}, output throughput "
+        f"{change(b['output_throughput'], c['output_throughput'])}.\n")
+
+    console.rule("[bold]Part 2: real sockets[/]")
+    console.print("64 requests at concurrency 16, over loopback HTTP unless said otherwise.")
+    sockets = _table()
+    small = WorkloadConfig.model_validate({"dataset": "synthetic", "num_requests": 64,
+                                           "input_tokens": "lognormal:128,0.5",
+                                           "output_tokens": "64", "concurrency": 16})
+    sim_argv = [sys.executable, "-m", "tunegate", "sim", "serve", "--scenario", "fast",
+                "--port", "0"]
+    with serve_subprocess(sim_argv, _SIM_READY) as url:
+        result = bench(BenchOptions(target=TargetOptions(url=url), workload=small))
+    _row(sockets, "simulator, HTTP", record("http-simulator", result, True),
+         result.validation.valid)
+    virtual = bench(BenchOptions(workload=small, sim="fast"))
+    _row(sockets, "simulator, virtual", record("virtual-simulator", virtual, True),
+         virtual.validation.valid)
+    deaf = Behaviour(ttft_ms=200, itl_ms=10, ignore_stream=True)
+    with serve_in_process(deaf) as url:
+        ignored = bench(BenchOptions(target=TargetOptions(url=url, endpoint="chat"),
+                                     workload=small))
+    _row(sockets, "ignores stream=true", record("server-ignores-stream", ignored, False),
+         ignored.validation.valid)
+    console.print(sockets)
+    print_validation(ignored.validation)
+
     console.rule("[bold]verdict[/]")
-    for name, valid in verdicts:
-        console.print(f"  {name}: {'valid' if valid else 'INVALID (rejected before analysis)'}")
+    ok = True
+    for name, valid, expected in verdicts:
+        ok &= valid == expected
+        console.print(f"  {name}: {'valid' if valid else 'INVALID (stopped before analysis)'}")
     console.print(f"results in {args.out_dir}/")
-    expected = [False, True, False]
-    return 0 if [v for _, v in verdicts] == expected else 1
+    return 0 if ok else 1

@@ -48,7 +48,8 @@ def test_throughput_uses_first_send_to_last_end() -> None:
 
 
 def test_failed_requests_are_counted_but_never_in_latency() -> None:
-    records = _steady(4) + [
+    records = [
+        *_steady(4),
         make_record(index=9, times_ns=[1 * MS], outcome=Outcome.TRUNCATED),
         make_record(index=10, times_ns=[], outcome=Outcome.SERVER_ERROR),
     ]

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 import re
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ from collections.abc import Iterator
 from tunegate.errors import ServerError
 from tunegate.servers.loopback.behaviour import Behaviour
 from tunegate.servers.loopback.server import LoopbackServer
+from tunegate.servers.process import serve_subprocess
 
 __all__ = ["behaviour_argv", "serve_in_process", "serve_in_thread"]
 
@@ -80,36 +79,5 @@ def serve_in_process(
     """Serve ``behaviour`` from a child ``tunegate loopback`` process; yields the base URL."""
     argv = [sys.executable, "-m", "tunegate", "loopback", "--host", host, "--port", "0",
             *behaviour_argv(behaviour)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        url = _wait_ready(proc, start_timeout_s)
+    with serve_subprocess(argv, _READY, start_timeout_s) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    assert proc.stdout is not None
-    result: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = _READY.search(line)
-            if match:
-                result.append(match.group(1))
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout_s)
-    if not result:
-        proc.kill()
-        raise ServerError(f"loopback server process did not report readiness in {timeout_s:g} s")
-    return result[0]

@@ -1,0 +1,216 @@
+"""The simulated engine: scheduler + roofline + noise + metrics, advanced one step at a time.
+
+The engine knows nothing about clocks: a driver (``virtual.py`` on a virtual clock,
+``http_server.py`` in real time) adds requests and calls :meth:`Engine.step` with the step's
+start time; the engine says when the step ends and which sequences got a token.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunegate.servers.simulator.engine_config import EngineConfig
+from tunegate.servers.simulator.faults import FaultConfig, check_start
+from tunegate.servers.simulator.kv_cache import BlockManager
+from tunegate.servers.simulator.noise import FrontendLatency, NoiseModel
+from tunegate.servers.simulator.physics import MemoryPlan, Physics
+from tunegate.servers.simulator.prometheus import ServerMetrics
+from tunegate.servers.simulator.scenarios import Scenario, get_scenario
+from tunegate.servers.simulator.scheduler import Scheduler
+from tunegate.servers.simulator.sequence import Seq, SeqState
+
+__all__ = ["Engine", "StepResult", "build_config"]
+
+
+def build_config(scenario: Scenario, engine_args: Mapping[str, object] | None) -> EngineConfig:
+    """Scenario defaults, then user ``engine_args`` on top (strings or typed values)."""
+    return EngineConfig().updated(scenario.engine_defaults).updated(engine_args)
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one step did."""
+
+    start_ns: int
+    end_ns: int
+    emitted: list[Seq] = field(default_factory=list)
+    finished: list[Seq] = field(default_factory=list)
+    preempted: int = 0
+
+
+class Engine:
+    """One simulated engine instance.
+
+    Raises at construction like a failing engine start:
+        ConfigError: an invalid knob value (names the knob, the value and the valid values).
+        ServerError: out of memory, no KV room, too many shards, or an injected start failure.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | str = "seed",
+        engine_args: Mapping[str, object] | None = None,
+        *,
+        seed: int = 0,
+        noise: bool = True,
+        faults: FaultConfig | None = None,
+    ) -> None:
+        self.scenario = get_scenario(scenario) if isinstance(scenario, str) else scenario
+        self.config = build_config(self.scenario, engine_args)
+        self.physics = Physics(self.scenario, self.config)
+        self.plan: MemoryPlan = self.physics.memory_plan()
+        self.faults = self.scenario.faults.merged(faults)
+        check_start(self.faults, seed)
+        self.seed = seed
+        self.model_name = self.physics.model.name
+        self.max_model_len = self.physics.max_model_len
+        self.noise = NoiseModel(self.scenario.noise, seed, enabled=noise)
+        self.frontend = FrontendLatency(
+            self.scenario.frontend_latency_s,
+            self.scenario.frontend_latency_sigma,
+            seed if noise else 0,
+        )
+        self.blocks = BlockManager(
+            self.plan.num_blocks,
+            self.config.block_size,
+            prefix_caching=self.config.enable_prefix_caching,
+        )
+        self.scheduler = Scheduler(
+            self.blocks,
+            max_num_seqs=self.config.max_num_seqs,
+            max_num_batched_tokens=self.physics.max_num_batched_tokens,
+            chunked_prefill=self.config.enable_chunked_prefill,
+            policy=self.config.scheduling_policy,
+        )
+        self.metrics = ServerMetrics(self.model_name)
+        self.finished_count = 0
+        self.crashed = False
+        self.steps = 0
+        self._short = self.scenario.short_prompt_threshold
+
+    def validate(self, prompt_len: int, max_tokens: int) -> str | None:
+        """Why vLLM would reject this request with HTTP 400, or ``None``."""
+        if max_tokens < 1:
+            return f"max_tokens must be at least 1, got {max_tokens}."
+        if prompt_len + max_tokens > self.max_model_len:
+            return (
+                f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                f"you requested {prompt_len + max_tokens} tokens ({prompt_len} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                "completion."
+            )
+        if not self.config.enable_chunked_prefill and prompt_len > self.scheduler.budget:
+            return (
+                f"Input prompt ({prompt_len} tokens) is longer than max_num_batched_tokens "
+                f"({self.scheduler.budget}) and chunked prefill is disabled."
+            )
+        return None
+
+    def add(self, seq: Seq) -> None:
+        """Accept a validated request."""
+        self.scheduler.add(seq)
+
+    def has_work(self) -> bool:
+        """Whether a step would do anything."""
+        return self.scheduler.has_work()
+
+    def abort(self, seq: Seq) -> None:
+        """Drop a request (client went away)."""
+        if seq.state == SeqState.RUNNING:
+            self.scheduler.finish(seq)
+        elif seq.state == SeqState.WAITING:
+            self.scheduler.waiting = [e for e in self.scheduler.waiting if e[3] is not seq]
+            heapq.heapify(self.scheduler.waiting)
+        seq.state = SeqState.ABORTED
+
+    def step(self, now_ns: int) -> StepResult | None:
+        """Run one step starting at ``now_ns``; ``None`` when there is nothing to do."""
+        batch = self.scheduler.schedule()
+        if not batch:
+            return None
+        decode, prefill = batch.decode, batch.prefill
+        p_tokens = 0
+        attn = 0.0
+        short = 0
+        kv_read = 0
+        for seq, n in prefill:
+            p_tokens += n
+            attn += n * (seq.num_computed + n / 2.0)
+            kv_read += seq.num_computed
+            if seq.prompt_len < self._short:
+                short += n
+            if seq.first_scheduled_ns is None:
+                seq.first_scheduled_ns = now_ns
+        for seq in decode:
+            kv_read += seq.num_computed + 1
+        dur = self.physics.step_time(
+            p_tokens, attn, short, len(prefill) + len(decode), len(decode), kv_read
+        )
+        dur *= self.noise.factor(now_ns / 1e9)
+        end = now_ns + max(1, int(dur * 1e9))
+        result = StepResult(now_ns, end, preempted=batch.preempted)
+        emitted = result.emitted
+        finished = result.finished
+        for seq in decode:
+            seq.num_computed += 1
+            seq.generated += 1
+            seq.times.append(end)
+            emitted.append(seq)
+            if seq.generated >= seq.max_tokens:
+                finished.append(seq)
+        for seq, n in prefill:
+            seq.num_computed += n
+            if seq.num_computed >= seq.prefill_target:
+                self.blocks.remember(seq)
+                seq.generated += 1
+                seq.times.append(end)
+                emitted.append(seq)
+                if seq.generated >= seq.max_tokens:
+                    finished.append(seq)
+        for seq in finished:
+            seq.finish_ns = end
+            seq.state = SeqState.FINISHED
+            self.scheduler.finish(seq)
+            self.metrics.on_finish(seq)
+        self.finished_count += len(finished)
+        crash_after = self.faults.crash_after_requests
+        if crash_after is not None and self.finished_count >= crash_after:
+            self.crashed = True
+        self.steps += 1
+        counters = self.metrics.counters
+        counters["vllm:num_preemptions_total"] += batch.preempted
+        counters["vllm:prefix_cache_queries_total"] = self.blocks.query_tokens
+        counters["vllm:prefix_cache_hits_total"] = self.blocks.hit_tokens
+        self.metrics.on_step(
+            len(self.scheduler.running),
+            len(self.scheduler.waiting),
+            self.blocks.usage,
+            p_tokens,
+            len(emitted),
+        )
+        return result
+
+    def info(self) -> dict[str, Any]:
+        """Engine facts a real engine logs at start-up (JSON-ready)."""
+        plan = self.plan
+        gib = 1024**3
+        return {
+            "scenario": self.scenario.name,
+            "model": self.model_name,
+            "hardware": self.physics.hw.description,
+            "num_devices": self.scenario.num_devices,
+            "engine_config": self.config.to_dict(),
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": self.physics.max_num_batched_tokens,
+            "kv_cache_gib_per_device": round(plan.kv_cache_bytes / gib, 3),
+            "kv_cache_blocks": plan.num_blocks,
+            "kv_cache_tokens": plan.kv_tokens,
+            "weights_gib_per_device": round(plan.weight_bytes / gib, 3),
+            "short_prompt_pathology_active": self.physics.pathology_active,
+            "slow_start_s": self.faults.slow_start_s,
+            "seed": self.seed,
+            "noise": self.noise.enabled,
+        }

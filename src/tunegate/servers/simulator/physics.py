@@ -1,0 +1,189 @@
+"""Roofline cost model: how long one engine step takes, and how much KV cache fits.
+
+Step time (seconds)::
+
+    t = host_overhead + max(t_compute, t_memory) + t_allreduce
+
+* ``t_compute`` = FLOPs per chip / (peak FLOP/s x efficiency); FLOPs = 2 x params x tokens
+  (every scheduled token, prefill or decode) + attention (4 x layers x heads x dim x q x ctx),
+  divided by ``tensor_parallel_size``. Prefill is compute-bound: its cost grows with tokens.
+* ``t_memory`` = (weight bytes + KV bytes read) per chip / (bandwidth x efficiency). Decode is
+  memory-bound: one step reads all weights however few tokens it computes.
+* ``t_allreduce`` (TP > 1): 2 all-reduces per layer, each ``latency x env factor +
+  2 (tp-1)/tp x activation bytes / link bandwidth``.
+* ``host_overhead``: per-step launch cost (eager >> graphs; ``TASK_QUEUE_ENABLE`` scales it on
+  the NPU) plus a per-sequence cost.
+
+KV capacity per chip = ``gpu_memory_utilization`` x capacity - weights / tp - activation peak -
+runtime reserve, as vLLM's memory profiler computes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunegate.errors import ConfigError, ServerError
+from tunegate.servers.simulator.engine_config import EngineConfig
+from tunegate.servers.simulator.hardware import GIB, HardwareProfile, get_hardware
+from tunegate.servers.simulator.models import ModelProfile, get_model
+from tunegate.servers.simulator.scenarios import Scenario
+
+__all__ = ["MemoryPlan", "Physics"]
+
+# Activation bytes per batched token per hidden unit during the memory-profiling forward pass
+# (attention + MLP intermediates, BF16); order-of-magnitude value.
+_ACTIVATION_FACTOR = 12
+# Memory CUDA/NPU graph capture keeps (vLLM logs ~0.5-1 GiB for graph pools).
+_GRAPH_POOL_BYTES = 0.5 * GIB
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Per-chip memory split, as vLLM's start-up log reports it."""
+
+    budget_bytes: float
+    weight_bytes: float
+    activation_bytes: float
+    kv_cache_bytes: float
+    num_blocks: int
+    block_size: int
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens the KV cache holds."""
+        return self.num_blocks * self.block_size
+
+
+class Physics:
+    """Step-time and memory model for one scenario and engine configuration."""
+
+    def __init__(self, scenario: Scenario, config: EngineConfig) -> None:
+        self.scenario = scenario
+        self.config = config
+        self.hw: HardwareProfile = get_hardware(scenario.hardware)
+        self.model: ModelProfile = get_model(scenario.model)
+        self.tp = config.tensor_parallel_size
+        self.max_model_len = config.max_model_len or self.model.max_position_embeddings
+        if self.max_model_len > self.model.max_position_embeddings:
+            raise ConfigError(
+                f"max_model_len={self.max_model_len} is invalid; valid values: up to the "
+                f"model's {self.model.max_position_embeddings}"
+            )
+        self.max_num_batched_tokens = config.effective_max_num_batched_tokens(self.max_model_len)
+        hw, m, tp = self.hw, self.model, self.tp
+        self._flops_per_token = 2.0 * m.params / tp
+        self._attn_coeff = 4.0 * m.num_layers * m.num_attention_heads * m.head_dim / tp
+        self._compute_rate = hw.peak_flops * hw.compute_efficiency
+        patho = scenario.short_prompt_prefill_efficiency
+        self._patho_active = patho is not None and not config.enable_chunked_prefill
+        self._patho_rate = hw.peak_flops * (patho or hw.compute_efficiency)
+        self._weight_time = m.weight_bytes / tp / (hw.mem_bandwidth * hw.bandwidth_efficiency)
+        self._kv_time_per_token = (
+            m.kv_bytes_per_token / tp / (hw.mem_bandwidth * hw.bandwidth_efficiency)
+        )
+        if tp > 1:
+            env = "NCCL_ALGO" if hw.vendor == "nvidia" else "HCCL_OP_EXPANSION_MODE"
+            latency = hw.collective_latency_s * config.env_factor(env)
+            n_ops = 2 * m.num_layers
+            self._comm_fixed = n_ops * latency
+            self._comm_per_token = (
+                n_ops * m.hidden_size * m.dtype_bytes * 2.0 * (tp - 1) / tp / hw.link_bandwidth
+            )
+        else:
+            self._comm_fixed = 0.0
+            self._comm_per_token = 0.0
+        step = hw.eager_step_overhead_s if config.enforce_eager else hw.graph_step_overhead_s
+        if hw.vendor == "huawei":
+            step *= config.env_factor("TASK_QUEUE_ENABLE")
+        self._step_overhead = step
+        self._seq_overhead = hw.per_seq_overhead_s
+
+    @property
+    def pathology_active(self) -> bool:
+        """Whether non-chunked short-prompt prefill runs on the slow path in this config."""
+        return self._patho_active
+
+    def memory_plan(self) -> MemoryPlan:
+        """Split device memory like vLLM's start-up profiler.
+
+        Raises:
+            ServerError: The start fails: out of memory, no room for KV blocks, a KV cache too
+                small for one ``max_model_len`` sequence, or more shards than devices.
+        """
+        hw, m, cfg, tp = self.hw, self.model, self.config, self.tp
+        if tp > self.scenario.num_devices:
+            raise ServerError(
+                f"engine start failed: tensor_parallel_size={tp} but only "
+                f"{self.scenario.num_devices} devices are visible"
+            )
+        free = hw.memory_bytes - self.scenario.device_memory_in_use
+        budget = cfg.gpu_memory_utilization * hw.memory_bytes
+        if budget > free:
+            raise ServerError(
+                "engine start failed: CUDA out of memory. Free memory on device "
+                f"({free / GIB:.2f} GiB) is less than desired GPU memory utilization "
+                f"({cfg.gpu_memory_utilization}, {budget / GIB:.2f} GiB). Decrease "
+                "gpu_memory_utilization or free the device."
+            )
+        weights = m.weight_bytes / tp
+        act = (
+            self.max_num_batched_tokens * m.hidden_size * m.dtype_bytes * _ACTIVATION_FACTOR / tp
+            + (0.0 if cfg.enforce_eager else _GRAPH_POOL_BYTES)
+        )
+        kv = budget - weights - act - hw.runtime_reserved_bytes
+        block_bytes = cfg.block_size * m.kv_bytes_per_token / tp
+        blocks = int(kv // block_bytes) if kv > 0 else 0
+        if blocks <= 0:
+            raise ServerError(
+                "engine start failed: no available memory for the cache blocks "
+                f"(weights {weights / GIB:.2f} GiB of a {budget / GIB:.2f} GiB budget). "
+                "Try increasing gpu_memory_utilization or tensor_parallel_size."
+            )
+        if blocks * cfg.block_size < self.max_model_len:
+            raise ServerError(
+                f"engine start failed: the model's max seq len ({self.max_model_len}) is larger "
+                "than the maximum number of tokens that can be stored in KV cache "
+                f"({blocks * cfg.block_size}). Try increasing gpu_memory_utilization or "
+                "decreasing max_model_len."
+            )
+        return MemoryPlan(budget, weights, act, kv, blocks, cfg.block_size)
+
+    def step_time(
+        self,
+        prefill_tokens: int,
+        prefill_attn: float,
+        prefill_short_tokens: int,
+        num_seqs: int,
+        decode_seqs: int,
+        kv_read_tokens: int,
+    ) -> float:
+        """Noise-free duration of one step, in seconds.
+
+        Args:
+            prefill_tokens: Prompt tokens computed this step (all chunks).
+            prefill_attn: Sum over prefill chunks of ``chunk x mean context``.
+            prefill_short_tokens: Prefill tokens on the pathological slow path.
+            num_seqs: Sequences scheduled (prefill + decode).
+            decode_seqs: Sequences decoding one token each.
+            kv_read_tokens: KV tokens read by attention (decode contexts + prefill prefixes).
+        """
+        tokens = prefill_tokens + decode_seqs
+        flops = self._flops_per_token * tokens + self._attn_coeff * (prefill_attn + kv_read_tokens)
+        t_compute = flops / self._compute_rate
+        if prefill_short_tokens and self._patho_active:
+            slow = self._flops_per_token * prefill_short_tokens
+            t_compute += slow / self._patho_rate - slow / self._compute_rate
+        t_memory = self._weight_time + self._kv_time_per_token * kv_read_tokens
+        gemm = t_compute if t_compute > t_memory else t_memory
+        comm = self._comm_fixed + self._comm_per_token * tokens if self._comm_fixed else 0.0
+        return self._step_overhead + self._seq_overhead * num_seqs + gemm + comm
+
+    def prefill_time(self, prompt_tokens: int) -> float:
+        """One prompt prefilled alone (no decodes), seconds."""
+        short = prompt_tokens if prompt_tokens < self.scenario.short_prompt_threshold else 0
+        attn = prompt_tokens * prompt_tokens / 2.0
+        return self.step_time(prompt_tokens, attn, short, 1, 0, 0)
+
+    def decode_time(self, batch: int, context: int) -> float:
+        """One decode step of ``batch`` sequences of ``context`` tokens each, seconds."""
+        return self.step_time(0, 0.0, 0, batch, batch, batch * context)

@@ -1,0 +1,172 @@
+"""Scenario registry: hardware x model x default engine flags x quirks, in one explicit dict.
+
+A scenario is what a user names (``--scenario seed``); engine arguments given at run time are
+applied on top of its ``engine_defaults``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from tunegate.errors import ConfigError
+from tunegate.servers.simulator.faults import FaultConfig
+from tunegate.servers.simulator.hardware import GIB
+from tunegate.servers.simulator.noise import NoiseConfig
+
+__all__ = ["SCENARIOS", "Scenario", "get_scenario", "list_scenarios"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A simulated deployment.
+
+    Attributes:
+        name: Registry key.
+        description: One line for ``tunegate sim scenarios``.
+        hardware: Key in :data:`~tunegate.servers.simulator.hardware.HARDWARE`.
+        model: Key in :data:`~tunegate.servers.simulator.models.MODELS`.
+        num_devices: Chips in the node (``tensor_parallel_size`` may not exceed it).
+        engine_defaults: Engine flags the deployment was launched with (vLLM names).
+        device_memory_in_use: Bytes per chip other processes hold (``gpu_memory_utilization``
+            above ``1 - in_use / capacity`` fails the start with out-of-memory, as in vLLM).
+        short_prompt_prefill_efficiency: The seed article's pathology switch. When set and
+            chunked prefill is off, prefill of prompts shorter than ``short_prompt_threshold``
+            runs at this fraction of peak compute instead of the hardware's efficiency (a slow
+            non-chunked short-sequence kernel path). ``None`` = healthy.
+        short_prompt_threshold: Prompt length below which the pathology applies.
+        frontend_latency_s: Mean host-side time between a request's arrival and its entry into
+            the scheduler (API server: parsing, chat template, tokenisation, input processing).
+        frontend_latency_sigma: Lognormal shape of that time (0 = constant).
+        start_time_s: Simulated model-loading time of the HTTP server (kept short).
+        noise: Noise defaults.
+        faults: Fault defaults.
+    """
+
+    name: str
+    description: str
+    hardware: str
+    model: str
+    num_devices: int = 1
+    engine_defaults: Mapping[str, object] = field(default_factory=dict)
+    device_memory_in_use: float = 1.0 * GIB
+    short_prompt_prefill_efficiency: float | None = None
+    short_prompt_threshold: int = 256
+    frontend_latency_s: float = 0.0
+    frontend_latency_sigma: float = 0.0
+    start_time_s: float = 0.2
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    faults: FaultConfig = field(default_factory=FaultConfig)
+
+
+def _frozen(**kwargs: object) -> Mapping[str, object]:
+    return MappingProxyType(dict(kwargs))
+
+
+SCENARIOS: dict[str, Scenario] = {
+    # The seed article's deployment: an 8-card NPU node serving a ~70B model with TP8, eager
+    # mode. Calibrated so that the seed workload reproduces the article's table (see the issue
+    # note): gpu_memory_utilization=0.5 gives the article's ~10 GiB KV cache per card. The
+    # article's streamed TTFT of 1.1 s for 63-token prompts cannot come from the engine (a
+    # prefill step costs ~40 ms here) nor from queueing (that would spread TTFT far wider than
+    # its prefill-rate mean allows); it is modelled as host-side front-end latency (lognormal,
+    # mean 1.05 s). The pathology is mild (efficiency 0.2): the article's +6% throughput from
+    # chunked prefill bounds the cost of a non-chunked prefill step to ~40 ms.
+    "seed": Scenario(
+        name="seed",
+        description="Seed article: Ascend-910B-like x8, 70B, TP8, eager, chunked prefill off",
+        hardware="ascend910b",
+        model="llama-3.1-70b",
+        num_devices=8,
+        engine_defaults=_frozen(
+            tensor_parallel_size=8,
+            enforce_eager=True,
+            enable_chunked_prefill=False,
+            gpu_memory_utilization=0.5,
+            max_model_len=4096,
+            block_size=128,
+        ),
+        device_memory_in_use=2.0 * GIB,
+        short_prompt_prefill_efficiency=0.2,
+        frontend_latency_s=1.05,
+        frontend_latency_sigma=0.45,
+    ),
+    # The pathology at full strength: non-chunked prefill of short prompts is slower per token
+    # than decode until chunked prefill is enabled.
+    "npu-short-prompt": Scenario(
+        name="npu-short-prompt",
+        description="Seed hardware with a severe short-prompt prefill pathology",
+        hardware="ascend910b",
+        model="llama-3.1-70b",
+        num_devices=8,
+        engine_defaults=_frozen(
+            tensor_parallel_size=8,
+            enforce_eager=True,
+            enable_chunked_prefill=False,
+            gpu_memory_utilization=0.5,
+            max_model_len=4096,
+            block_size=128,
+        ),
+        device_memory_in_use=2.0 * GIB,
+        short_prompt_prefill_efficiency=0.008,
+    ),
+    "h100-8b": Scenario(
+        name="h100-8b",
+        description="Healthy: one H100, Llama-3.1-8B, vLLM defaults",
+        hardware="h100",
+        model="llama-3.1-8b",
+        num_devices=1,
+        engine_defaults=_frozen(max_model_len=8192, enable_chunked_prefill=True),
+    ),
+    "h200-70b": Scenario(
+        name="h200-70b",
+        description="Healthy: 8x H200, Llama-3.1-70B, TP4 by default (TP 1-8 valid)",
+        hardware="h200",
+        model="llama-3.1-70b",
+        num_devices=8,
+        engine_defaults=_frozen(
+            tensor_parallel_size=4, max_model_len=8192, enable_chunked_prefill=True
+        ),
+    ),
+    "a100-32b": Scenario(
+        name="a100-32b",
+        description="Healthy: 4x A100 80GB, Qwen2.5-32B, TP2 by default",
+        hardware="a100",
+        model="qwen2.5-32b",
+        num_devices=4,
+        engine_defaults=_frozen(
+            tensor_parallel_size=2, max_model_len=8192, enable_chunked_prefill=True
+        ),
+    ),
+    # Fast and small for real-time HTTP tests: steps of a few milliseconds, little noise.
+    "fast": Scenario(
+        name="fast",
+        description="Fast test target: one H200, Llama-3.1-8B, CUDA graphs",
+        hardware="h200",
+        model="llama-3.1-8b",
+        num_devices=1,
+        engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),
+        start_time_s=0.0,
+        noise=NoiseConfig(sigma=0.01, step_jitter=0.005, drift_per_hour=0.0),
+    ),
+}
+
+
+def get_scenario(name: str) -> Scenario:
+    """Return the scenario registered as ``name``.
+
+    Raises:
+        ConfigError: Unknown name; the message lists the known ones.
+    """
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise ConfigError(
+            f"scenario={name!r} is invalid; valid values: {', '.join(sorted(SCENARIOS))}"
+        ) from None
+
+
+def list_scenarios() -> list[Scenario]:
+    """All registered scenarios, sorted by name."""
+    return [SCENARIOS[k] for k in sorted(SCENARIOS)]

@@ -1,0 +1,261 @@
+"""The simulated engine over real loopback sockets: SSE, errors, metrics, faults, agreement."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tunegate.errors import ServerError
+from tunegate.servers.simulator import BackgroundServer, FaultConfig, run_virtual
+from tunegate.servers.simulator.seed_table import article_table
+from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+MODEL = "llama-3.1-8b"  # the "fast" scenario's model
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    with BackgroundServer("fast", seed=3) as srv:
+        yield srv
+
+
+async def _sse(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> list[Any]:
+    events: list[Any] = []
+    async with session.post(url, json=body) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        async for raw in resp.content:
+            line = raw.decode().strip()
+            if line.startswith("data: "):
+                data = line[len("data: ") :]
+                events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def test_concurrent_streams_get_one_chunk_per_token(server: BackgroundServer) -> None:
+    body = {
+        "model": MODEL,
+        "prompt": "one two three four five",
+        "max_tokens": 24,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
+
+    async def main() -> list[list[Any]]:
+        async with aiohttp.ClientSession() as s:
+            url = server.base_url + "/v1/completions"
+            return await asyncio.gather(*[_sse(s, url, body) for _ in range(16)])
+
+    for events in asyncio.run(main()):
+        assert events[-1] == "[DONE]"
+        usage = events[-2]
+        assert usage["choices"] == []
+        assert usage["usage"] == {"prompt_tokens": 5, "completion_tokens": 24, "total_tokens": 29}
+        tokens = events[:-2]
+        assert len(tokens) == 24 and all(t["choices"][0]["text"] for t in tokens)
+        assert [t["choices"][0]["finish_reason"] for t in tokens][-2:] == [None, "length"]
+
+
+def test_chat_stream_starts_with_role_only_delta(server: BackgroundServer) -> None:
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hi there"}],
+        "max_tokens": 3,
+        "stream": True,
+    }
+
+    async def main() -> list[Any]:
+        async with aiohttp.ClientSession() as s:
+            return await _sse(s, server.base_url + "/v1/chat/completions", body)
+
+    events = asyncio.run(main())
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert [e["choices"][0]["delta"]["content"] != "" for e in events[1:-1]] == [True] * 3
+    assert events[-1] == "[DONE]"  # no include_usage: no usage chunk
+
+
+def _post(server: BackgroundServer, path: str, body: Any) -> tuple[int, Any]:
+    async def main() -> tuple[int, Any]:
+        async with aiohttp.ClientSession() as s:
+            data = body if isinstance(body, str) else json.dumps(body)
+            async with s.post(
+                server.base_url + path, data=data, headers={"Content-Type": "application/json"}
+            ) as r:
+                return r.status, await r.json()
+
+    return asyncio.run(main())
+
+
+def _get(server: BackgroundServer, path: str) -> tuple[int, str]:
+    async def main() -> tuple[int, str]:
+        async with aiohttp.ClientSession() as s, s.get(server.base_url + path) as r:
+            return r.status, await r.text()
+
+    return asyncio.run(main())
+
+
+def test_stream_false_returns_one_body_with_usage(server: BackgroundServer) -> None:
+    status, body = _post(
+        server, "/v1/completions", {"model": MODEL, "prompt": "a b c", "max_tokens": 7}
+    )
+    assert status == 200
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10}
+    assert body["choices"][0]["finish_reason"] == "length" and body["choices"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "kind"),
+    [
+        ({"model": MODEL, "prompt": "w " * 4090, "max_tokens": 100}, 400, "BadRequestError"),
+        ({"model": "other", "prompt": "x"}, 404, "NotFoundError"),
+        ({"model": MODEL, "prompt": "x", "max_tokens": "ten"}, 400, "BadRequestError"),
+        ("{not json", 400, "BadRequestError"),
+    ],
+)
+def test_errors_are_openai_style_with_http_status(
+    server: BackgroundServer, body: Any, status: int, kind: str
+) -> None:
+    got_status, got = _post(server, "/v1/completions", body)
+    assert got_status == status
+    assert got["error"]["type"] == kind and got["error"]["code"] == status
+
+
+def test_health_models_and_metrics(server: BackgroundServer) -> None:
+    assert _get(server, "/health")[0] == 200
+    status, text = _get(server, "/v1/models")
+    assert status == 200 and json.loads(text)["data"][0]["id"] == MODEL
+    _post(server, "/v1/completions", {"model": MODEL, "prompt": "a b", "max_tokens": 2})
+    status, text = _get(server, "/metrics")
+    assert status == 200
+    sample = re.compile(
+        r'^(vllm:[a-z0-9_]+)\{model_name="[^"]+"(,[a-z_]+="[^"]+")*\} [-+0-9.eInf]+$'
+    )
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        match = sample.match(line)
+        assert match, line
+        names.add(match.group(1))
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:request_success_total",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:request_queue_time_seconds_count",
+        "vllm:request_prefill_time_seconds_sum",
+        "vllm:request_decode_time_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:time_per_output_token_seconds_count",
+    ):
+        assert name in names
+
+
+def test_lying_health_says_200_while_completions_fail() -> None:
+    with BackgroundServer("fast", faults=FaultConfig(lying_health=True)) as srv:
+        assert _get(srv, "/health")[0] == 200
+        status, body = _post(srv, "/v1/completions", {"model": MODEL, "prompt": "x"})
+        assert status == 500 and body["error"]["code"] == 500
+
+
+def test_start_failure_raises_before_binding() -> None:
+    with pytest.raises(ServerError, match="failed to start"):
+        BackgroundServer("h100-8b", {"gpu_memory_utilization": 0.995}).start()
+
+
+def test_crash_after_n_requests_kills_the_server() -> None:
+    srv = BackgroundServer("fast", faults=FaultConfig(crash_after_requests=2)).start()
+    try:
+        for _ in range(2):
+            _post(srv, "/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 2})
+        srv._thread.join(timeout=10)  # the server stops itself
+        assert not srv._thread.is_alive()
+        assert isinstance(srv.error, ServerError) and "crashed" in str(srv.error)
+        with pytest.raises(aiohttp.ClientConnectionError):
+            _get(srv, "/health")
+    finally:
+        srv.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _agreement_workload(n: int = 64) -> Workload:
+    requests = tuple(
+        RequestSpec(
+            index=i,
+            prompt=" ".join(f"r{i}w{j}" for j in range(40 + i % 40)),
+            max_tokens=24 + (7 * i) % 24,
+        )
+        for i in range(n)
+    )
+    return Workload(requests, ArrivalSchedule(offsets_s=None, max_concurrency=8))
+
+
+def test_virtual_and_http_paths_agree_within_noise() -> None:
+    from tunegate.loadgen.client import ClientConfig
+    from tunegate.loadgen.runner import run_workload_async
+
+    wl = _agreement_workload()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tunegate.servers.simulator.cli",
+            "serve",
+            "--scenario",
+            "fast",
+            "--port",
+            str(port),
+            "--seed",
+            "5",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.05)
+        config = ClientConfig(base_url=f"http://127.0.0.1:{port}", model=MODEL)
+        http = asyncio.run(run_workload_async(wl, config)).records
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert proc.returncode in (0, -15)
+    virtual = run_virtual(wl, "fast", seed=5).records
+    assert [r.output_tokens for r in http] == [r.output_tokens for r in virtual]
+    assert [r.input_tokens for r in http] == [r.input_tokens for r in virtual]
+    assert [r.content_events for r in http] == [r.content_events for r in virtual]
+    h, v = article_table(http), article_table(virtual)
+    assert h["e2el_ms"] == pytest.approx(v["e2el_ms"], rel=0.10)
+    assert h["output_throughput"] == pytest.approx(v["output_throughput"], rel=0.10)
+    assert h["decode_rate"] == pytest.approx(v["decode_rate"], rel=0.10)
+    assert abs(h["ttft_ms"] - v["ttft_ms"]) < 10.0  # HTTP adds ~1 ms; steps are ~6 ms
