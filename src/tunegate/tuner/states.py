@@ -1,0 +1,155 @@
+"""The tuning state machine: every state, every event, and one transition table.
+
+Each state names its failure paths; a pair (state, event) absent from :data:`TRANSITIONS` is an
+illegal transition and raises :class:`IllegalTransition`, so a bug can never move the tuner
+into a state nobody designed. The table is the article's section 6 in code::
+
+    LEASE -> BASELINE -> PROPOSE -> APPLY -> VERIFY_START -> MEASURE -> VALIDATE -> VERIFY
+          -> GATE -> KEEP | ROLLBACK -> PROPOSE ... -> CONVERGED | BUDGET_EXHAUSTED
+                                                     | ENVIRONMENT_ABNORMAL | ABORTED
+
+New compared with "change one thing and run it once": APPLY keeps the last *kept* config as
+the rollback target; a failed start rolls back automatically, and after two consecutive failed
+starts the run ends as ENVIRONMENT_ABNORMAL with the kept config serving again; VALIDATE
+discards invalid data before anything analyses it; VERIFY is the gate's guard (N repeats before
+any verdict).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["TRANSITIONS", "Event", "IllegalTransition", "State", "next_state"]
+
+
+class State(StrEnum):
+    LEASE = "lease"
+    """Acquire the one-run-per-service lease."""
+    BASELINE = "baseline"
+    """Start the given (or default) config, verify it, measure the repeats power asks for."""
+    PROPOSE = "propose"
+    """Ask the search for the next config (or decide the run is over)."""
+    APPLY = "apply"
+    """Confirm (production), then restart the server with the proposal; the kept config stays
+    the rollback target."""
+    VERIFY_START = "verify_start"
+    """Health, readiness, model name, a real forward pass, metrics prefix, accelerator memory."""
+    MEASURE = "measure"
+    """One benchmark repeat of the proposal."""
+    VALIDATE = "validate"
+    """Gauge checks on that repeat; invalid data is discarded with its findings."""
+    VERIFY = "verify"
+    """The gate's guard: enough valid repeats before any verdict."""
+    GATE = "gate"
+    """The statistical decision: accept, reject or inconclusive."""
+    KEEP = "keep"
+    """The proposal becomes the kept config (the new rollback target)."""
+    ROLLBACK = "rollback"
+    """Restore the last kept config and re-verify it."""
+    CONVERGED = "converged"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    ENVIRONMENT_ABNORMAL = "environment_abnormal"
+    ABORTED = "aborted"
+
+    @property
+    def is_final(self) -> bool:
+        return self in _FINAL
+
+
+_FINAL = frozenset(
+    {State.CONVERGED, State.BUDGET_EXHAUSTED, State.ENVIRONMENT_ABNORMAL, State.ABORTED}
+)
+
+
+class Event(StrEnum):
+    OK = "ok"
+    """The state's work succeeded."""
+    LEASE_DENIED = "lease_denied"
+    START_FAILED = "start_failed"
+    """A start or health/readiness/self-check failed (one failure, rollback follows)."""
+    SECOND_START_FAILED = "second_start_failed"
+    """The second consecutive failed start: the environment is abnormal. Raised in BASELINE,
+    or in ROLLBACK once the kept config is serving again."""
+    BASELINE_INVALID = "baseline_invalid"
+    """The baseline's data failed validation: fix the gauge before tuning anything."""
+    PROPOSED = "proposed"
+    BUDGET_SPENT = "budget_spent"
+    CONVERGED = "converged"
+    NOT_CONFIRMED = "not_confirmed"
+    """Production mode: the operator declined this change; nothing was applied."""
+    NO_CONFIRMATION = "no_confirmation"
+    """Production mode: nobody answered; fail closed and stop."""
+    MEASURE_FAILED = "measure_failed"
+    INVALID = "invalid"
+    """VALIDATE rejected the repeat."""
+    NEED_MORE = "need_more"
+    """VERIFY: the guard wants more repeats."""
+    ENOUGH = "enough"
+    ACCEPT = "accept"
+    REJECT = "reject"
+    INCONCLUSIVE = "inconclusive"
+    DRIFT = "drift"
+    """The baseline moved: re-baseline before any further gate."""
+    ROLLBACK_FAILED = "rollback_failed"
+    ABORT = "abort"
+    """Ctrl-C, a lost lease or an operator stop: stop where we are."""
+
+
+TRANSITIONS: dict[tuple[State, Event], State] = {
+    (State.LEASE, Event.OK): State.BASELINE,
+    (State.LEASE, Event.LEASE_DENIED): State.ABORTED,
+    (State.BASELINE, Event.OK): State.PROPOSE,
+    (State.BASELINE, Event.START_FAILED): State.BASELINE,  # one retry of the same config
+    (State.BASELINE, Event.SECOND_START_FAILED): State.ENVIRONMENT_ABNORMAL,
+    (State.BASELINE, Event.BASELINE_INVALID): State.ABORTED,
+    (State.PROPOSE, Event.PROPOSED): State.APPLY,
+    (State.PROPOSE, Event.BUDGET_SPENT): State.BUDGET_EXHAUSTED,
+    (State.PROPOSE, Event.CONVERGED): State.CONVERGED,
+    (State.APPLY, Event.OK): State.VERIFY_START,
+    (State.APPLY, Event.NOT_CONFIRMED): State.PROPOSE,
+    (State.APPLY, Event.NO_CONFIRMATION): State.ABORTED,
+    (State.APPLY, Event.START_FAILED): State.ROLLBACK,
+    (State.VERIFY_START, Event.OK): State.MEASURE,
+    (State.VERIFY_START, Event.START_FAILED): State.ROLLBACK,
+    (State.MEASURE, Event.OK): State.VALIDATE,
+    (State.MEASURE, Event.MEASURE_FAILED): State.ROLLBACK,
+    (State.VALIDATE, Event.OK): State.VERIFY,
+    (State.VALIDATE, Event.INVALID): State.ROLLBACK,
+    (State.VERIFY, Event.NEED_MORE): State.MEASURE,
+    (State.VERIFY, Event.ENOUGH): State.GATE,
+    (State.GATE, Event.ACCEPT): State.KEEP,
+    (State.GATE, Event.REJECT): State.ROLLBACK,
+    (State.GATE, Event.INCONCLUSIVE): State.ROLLBACK,
+    (State.GATE, Event.DRIFT): State.BASELINE,
+    (State.KEEP, Event.OK): State.PROPOSE,
+    (State.KEEP, Event.DRIFT): State.BASELINE,
+    (State.ROLLBACK, Event.OK): State.PROPOSE,
+    (State.ROLLBACK, Event.DRIFT): State.BASELINE,
+    (State.ROLLBACK, Event.SECOND_START_FAILED): State.ENVIRONMENT_ABNORMAL,
+    (State.ROLLBACK, Event.ROLLBACK_FAILED): State.ENVIRONMENT_ABNORMAL,
+}
+"""Every legal transition. ABORT is legal from every non-final state (added below)."""
+
+for _state in State:
+    if not _state.is_final:
+        TRANSITIONS[(_state, Event.ABORT)] = State.ABORTED
+
+
+class IllegalTransition(RuntimeError):
+    """A (state, event) pair the table does not contain: a tuner bug, never a user error."""
+
+
+def next_state(state: State, event: Event) -> State:
+    """The state after ``event`` in ``state``.
+
+    Raises:
+        IllegalTransition: The pair is not in :data:`TRANSITIONS` (final states accept nothing).
+
+    Example:
+        >>> next_state(State.GATE, Event.REJECT)
+        <State.ROLLBACK: 'rollback'>
+    """
+    try:
+        return TRANSITIONS[(state, event)]
+    except KeyError:
+        raise IllegalTransition(f"no transition from {state.value} on {event.value}") from None
