@@ -17,7 +17,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from tunegate.errors import ConfigError
-from tunegate.gauge import validate_records
+from tunegate.gauge import RooflineLimits, validate_records
 from tunegate.loadgen.client import ClientConfig, TokenCounter
 from tunegate.loadgen.probe import discover_model
 from tunegate.loadgen.runner import ProgressCallback, RunResult
@@ -81,6 +81,8 @@ class BenchOptions(BaseModel):
         keep_text: Keep generated text in records (``--save-detailed``).
         sim: Run the embedded simulator's scenario in virtual time instead of a server.
         engine_args: Simulator engine arguments (``NAME=VALUE``).
+        sim_seed: Seed of the simulator's noise and faults; defaults to the workload seed. Vary
+            it between repeats: the same seed reproduces the same noise draw.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -94,6 +96,7 @@ class BenchOptions(BaseModel):
     keep_text: bool = False
     sim: str | None = None
     engine_args: Mapping[str, str] = Field(default_factory=dict)
+    sim_seed: int | None = Field(default=None, ge=0)
 
     @field_validator("percentiles")
     @classmethod
@@ -119,9 +122,10 @@ def _run_simulated(options: BenchOptions, workload: Workload) -> tuple[RunResult
     from tunegate.servers.simulator import run_virtual  # the API is where stages meet
 
     assert options.sim is not None
+    sim_seed = options.sim_seed if options.sim_seed is not None else options.workload.seed
     virtual = run_virtual(
         workload, options.sim, dict(options.engine_args), stream=options.target.stream,
-        seed=options.workload.seed,
+        seed=sim_seed,
     )
     records = sorted(virtual.records, key=lambda r: r.index)
     from tunegate.loadgen.lag import LagSummary
@@ -134,8 +138,25 @@ def _run_simulated(options: BenchOptions, workload: Workload) -> tuple[RunResult
     )
     meta = {"backend": "tunegate-sim", "model_id": f"sim:{options.sim}",
             "base_url": None, "sim_scenario": options.sim,
-            "engine_args": dict(options.engine_args)}
+            "engine_args": dict(options.engine_args),
+            # What the gauge needs to re-check the run later (tunegate validate FILE).
+            "server_metrics": virtual.server_metrics.snapshot(),
+            "roofline": _sim_roofline(options.sim, virtual.engine_info)}
     return run, meta
+
+
+def _sim_roofline(scenario_name: str, engine_info: Mapping[str, Any]) -> dict[str, Any]:
+    """The simulated deployment's hardware limits as plain numbers (gauge.RooflineLimits)."""
+    from tunegate.servers.simulator.hardware import get_hardware
+    from tunegate.servers.simulator.models import get_model
+    from tunegate.servers.simulator.scenarios import get_scenario
+
+    scenario = get_scenario(scenario_name)
+    hw, model = get_hardware(scenario.hardware), get_model(scenario.model)
+    chips = int(engine_info["engine_config"].get("tensor_parallel_size") or 1)
+    return {"peak_flops": hw.peak_flops * chips, "mem_bandwidth": hw.mem_bandwidth * chips,
+            "weight_bytes": model.weight_bytes, "params": model.params,
+            "description": f"{chips}x {hw.description}, {model.name}"}
 
 
 def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) -> BenchResult:
@@ -183,7 +204,14 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
         "workload": dict(workload.description),
     }
     summary = summarize(run.records, percentiles=options.percentiles, slos=slos)
-    validation = validate_records(run.records, run.lag if options.sim is None else None)
+    roofline = meta.get("roofline")
+    validation = validate_records(
+        run.records, run.lag if options.sim is None else None,
+        max_concurrency=schedule.max_concurrency, request_rate=schedule.request_rate or None,
+        percentiles=options.percentiles, warmup_excluded=options.workload.num_warmup,
+        server_metrics=meta.get("server_metrics"),
+        roofline=RooflineLimits(**roofline) if roofline else None,
+    )
     return BenchResult(run=run, summary=summary, validation=validation, metadata=metadata)
 
 

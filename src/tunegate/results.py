@@ -65,6 +65,7 @@ class BenchResult:
                 "event_loop_lag_p99_ms": lag.p99_ms,
                 "event_loop_lag_max_ms": lag.max_ms,
                 "cpu_busy_fraction": lag.cpu_busy_fraction,
+                "worker_errors": list(self.run.worker_errors),
             },
             "validation": self.validation.to_dict(),
         }

@@ -116,3 +116,24 @@ def test_ctrl_c_writes_what_was_measured(tmp_path: Path) -> None:
     assert doc["outcomes"]["truncated"] == 3  # the three in flight, partial data kept
     assert doc["not_sent"] == 3
     assert "interrupted" in stdout
+
+
+def test_sigterm_to_the_parent_alone_stops_every_worker(tmp_path: Path) -> None:
+    out = tmp_path / "partial.json"
+    with serve_in_process(Behaviour(ttft_ms=10, itl_ms=50, tokens=60)) as url:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tunegate", *_args(url, "--out", str(out),
+                                                      "--output-tokens", "60", "--workers", "2",
+                                                      "--num-requests", "40")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)  # a tool sending SIGTERM to the parent, not to the group
+        time.sleep(4.0)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 130, stderr
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    assert doc["completed"] < 40
+    assert doc["outcomes"]["truncated"] >= 1

@@ -8,8 +8,11 @@ with its partial data kept.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
+import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -216,3 +219,46 @@ def test_two_worker_processes_measure_every_request() -> None:
     assert result.run.workers == 2 and len(result.run.worker_lags) == 2
     assert result.summary["mean_ttft_ms"] == pytest.approx(100, rel=0.1)
     assert result.summary["max_concurrent_requests"] <= 4
+
+
+def _counter_failing_mid_run_in_second_process(marker: str) -> Callable[[str], int]:
+    """The first worker counts words forever; the second one's counter fails on its 2nd use."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        first = True
+    except FileExistsError:
+        first = False
+    calls = [0]
+
+    def count(text: str) -> int:
+        calls[0] += 1
+        if not first and calls[0] >= 2:
+            raise RuntimeError("tokenizer exploded in the worker")
+        return len(text.split())
+
+    return count
+
+
+def test_a_crashed_worker_is_reported_and_the_others_records_kept(tmp_path: Path) -> None:
+    factory = functools.partial(_counter_failing_mid_run_in_second_process,
+                                str(tmp_path / "marker"))
+    with serve_in_process(Behaviour(ttft_ms=10, itl_ms=20, tokens=10)) as url:
+        config = ClientConfig(base_url=url, model="loopback")
+        workload = build_workload(_workload(n=40, concurrency=2, output=10))
+        result = run_workload(workload, config, workers=2, counter_factory=factory)
+    assert len(result.worker_errors) == 1
+    assert "tokenizer exploded" in result.worker_errors[0]
+    assert result.interrupted
+    assert result.records, "the surviving worker's records are kept"
+    assert len(result.records) < 20  # it was stopped early, not left running
+    assert all(r.index % 2 == result.records[0].index % 2 for r in result.records)
+
+
+def test_workers_keep_the_offered_concurrency_to_the_end() -> None:
+    from tunegate.loadgen.workers import split_workload
+
+    workload = build_workload(_workload(n=660, concurrency=16, output=4))
+    parts = split_workload(workload, 6)
+    for part in parts:
+        slots = part.schedule.max_concurrency or 0
+        assert len(part.requests) / slots == pytest.approx(660 / 16, rel=0.1)

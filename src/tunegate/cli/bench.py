@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the embedded simulator in virtual time instead of a server")
     t.add_argument("--engine-arg", action="append", default=[], metavar="NAME=VALUE",
                    help="simulator engine argument (repeatable)")
+    t.add_argument("--sim-seed", type=int, default=None,
+                   help="simulator noise seed (default: --seed); vary it between repeats")
     w = p.add_argument_group("workload")
     w.add_argument("--dataset", choices=["synthetic", "seed", "jsonl", "sharegpt"],
                    default="synthetic", help="seed = the article's 1319-request workload")
@@ -145,7 +147,7 @@ def _options(args: argparse.Namespace) -> Any:
             percentiles=_percentiles(args.percentiles),
             goodput=tuple(args.goodput), workers=args.workers, duration_s=args.duration,
             keep_text=args.save_detailed, sim=args.sim,
-            engine_args=_engine_args(args.engine_arg),
+            engine_args=_engine_args(args.engine_arg), sim_seed=args.sim_seed,
         )
     except pydantic.ValidationError as exc:
         error = options_error(exc, source="command line")
@@ -175,6 +177,11 @@ def run(argv: Sequence[str]) -> int:
         print_validation(result.validation)
         if args.out is not None:
             console.print(f"result written to {args.out}")
+    if result.run.worker_errors:
+        for error in result.run.worker_errors:
+            console.print(f"[bold red]client {error.splitlines()[0]}[/]")
+        console.print("the other workers' records were kept and written")
+        return 1
     if result.run.interrupted:
         console.print(f"interrupted: {len(result.records)} requests measured and kept")
         return EXIT_INTERRUPTED

@@ -117,8 +117,8 @@ class _Observation:
         self.done = False
 
     def fail(self, outcome: Outcome, error: str, t_ns: int | None = None) -> None:
-        """Record the first failure; later ones do not overwrite it."""
-        if self.outcome is None:
+        """Record the first failure; later ones, and any after ``[DONE]``, change nothing."""
+        if self.outcome is None and not self.done:
             self.outcome = outcome
             self.error = error
             self.t_end_ns = t_ns if t_ns is not None else time.monotonic_ns()

@@ -44,6 +44,8 @@ class RunResult:
         workers: Client processes used.
         not_sent: Requests of the workload never sent (duration reached or interrupted).
         worker_lags: Each worker's own lag summary.
+        worker_errors: Client worker processes that failed (their records are missing; the
+            other workers' records are kept).
     """
 
     records: list[RequestRecord]
@@ -54,6 +56,7 @@ class RunResult:
     workers: int = 1
     not_sent: int = 0
     worker_lags: list[LagSummary] = field(default_factory=list)
+    worker_errors: list[str] = field(default_factory=list)
 
 
 def _connector(workload: Workload) -> aiohttp.TCPConnector:

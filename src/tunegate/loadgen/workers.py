@@ -1,10 +1,18 @@
-"""Run one workload from one or several client processes, with Ctrl-C keeping what was measured.
+"""Run one workload from one or several client processes, keeping what was measured on a stop.
 
-Several processes share nothing but the schedule and the start instant. Linux's
+Several processes share nothing but the schedule, the start instant and a stop flag. Linux's
 ``CLOCK_MONOTONIC`` (``time.monotonic_ns``) is one clock for every process on the machine, so
-records from different workers are directly comparable. Closed-loop slots are divided between
-workers (worker *i* gets every *W*-th request and its share of the slots); open-loop arrivals are
-dealt round-robin, each keeping its offset.
+records from different workers are directly comparable.
+
+How work is divided: closed-loop slots are dealt to workers as evenly as possible and request
+``j`` goes to the worker that owns slot ``j mod C``, so each worker's share of requests matches
+its share of slots and the offered concurrency stays ``C`` until the end. Open-loop arrivals
+are dealt round-robin, each keeping its offset.
+
+Stopping: SIGINT or SIGTERM to this process (or Ctrl-C to the whole group) sets a shared stop
+flag; every worker stops sending, ends its in-flight requests as ``truncated`` and sends its
+records home. A worker that crashes reports its error; the others are stopped, their records are
+kept, and the result lists the error (``worker_errors``).
 """
 
 from __future__ import annotations
@@ -14,8 +22,10 @@ import contextlib
 import multiprocessing as mp
 import queue
 import signal
+import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from multiprocessing.synchronize import Event as MpEvent
 from typing import Any
@@ -32,31 +42,51 @@ CounterFactory = Callable[[], TokenCounter | None]
 """Builds the token counter inside the process that uses it (tokenizers are not picklable)."""
 
 _START_MARGIN_NS = 100_000_000  # workers start together 100 ms after the last one is ready
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _shares(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def split_workload(workload: Workload, workers: int) -> list[Workload]:
-    """Deal a workload's requests to ``workers`` sub-workloads (round-robin, offsets kept)."""
+    """Deal a workload to ``workers`` sub-workloads (see the module docstring for the rule)."""
     schedule = workload.schedule
+    cap = schedule.max_concurrency
+    slot_shares = _shares(cap, workers) if cap is not None else None
+    if schedule.offsets_s is None and slot_shares is not None:
+        owner = [w for w, share in enumerate(slot_shares) for _ in range(share)]
+        assignment = [owner[j % len(owner)] for j in range(len(workload.requests))]
+    else:
+        assignment = [j % workers for j in range(len(workload.requests))]
     parts: list[Workload] = []
     for i in range(workers):
-        requests = workload.requests[i::workers]
-        offsets = schedule.offsets_s[i::workers] if schedule.offsets_s is not None else None
-        cap = schedule.max_concurrency
-        share = None if cap is None else cap // workers + (1 if i < cap % workers else 0)
-        parts.append(
-            Workload(
-                requests=requests,
-                schedule=replace(schedule, offsets_s=offsets, max_concurrency=share),
-                description=workload.description,
-            )
-        )
+        mine = [j for j, w in enumerate(assignment) if w == i]
+        offsets = (tuple(schedule.offsets_s[j] for j in mine)
+                   if schedule.offsets_s is not None else None)
+        parts.append(Workload(
+            requests=tuple(workload.requests[j] for j in mine),
+            schedule=replace(schedule, offsets_s=offsets,
+                             max_concurrency=slot_shares[i] if slot_shares else None),
+            description=workload.description,
+        ))
     return parts
 
 
-def _install_sigint(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, stop.set)
+@contextlib.contextmanager
+def _signals_set(stop: Callable[[], None]) -> Iterator[None]:
+    """Route SIGINT/SIGTERM to ``stop`` (main thread only; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, lambda *_: stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 async def _run_here(
@@ -66,18 +96,29 @@ async def _run_here(
     progress: ProgressCallback | None,
     duration_s: float | None,
     start_at_ns: int | None = None,
+    shared_stop: MpEvent | None = None,
 ) -> RunResult:
     stop = asyncio.Event()
-    _install_sigint(stop)
-    return await run_workload_async(
-        workload,
-        config,
-        count_tokens=count_tokens,
-        progress=progress,
-        duration_s=duration_s,
-        stop=stop,
-        start_at_ns=start_at_ns,
-    )
+    loop = asyncio.get_running_loop()
+    watcher: asyncio.Task[None] | None = None
+    if shared_stop is not None:
+        async def watch() -> None:
+            while not shared_stop.is_set():
+                await asyncio.sleep(0.05)
+            stop.set()
+        watcher = asyncio.create_task(watch())
+    def request_stop() -> None:
+        loop.call_soon_threadsafe(stop.set)
+
+    with _signals_set(request_stop):
+        try:
+            return await run_workload_async(
+                workload, config, count_tokens=count_tokens, progress=progress,
+                duration_s=duration_s, stop=stop, start_at_ns=start_at_ns,
+            )
+        finally:
+            if watcher is not None:
+                watcher.cancel()
 
 
 def _worker_main(
@@ -88,20 +129,25 @@ def _worker_main(
     duration_s: float | None,
     outbox: Any,
     go: MpEvent,
+    stop_all: MpEvent,
     start_at: Any,
 ) -> None:
     """Body of one worker process: wait for the common start, run, send records home."""
-    count_tokens = counter_factory() if counter_factory is not None else None
-    outbox.put(("ready", worker_id, None))
-    go.wait()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; stop_all tells us
+    try:
+        count_tokens = counter_factory() if counter_factory is not None else None
+        outbox.put(("ready", worker_id, None))
+        go.wait()
 
-    def progress(record: RequestRecord) -> None:
-        outbox.put(("progress", worker_id, record.to_dict()))
+        def progress(record: RequestRecord) -> None:
+            outbox.put(("progress", worker_id, record.to_dict()))
 
-    result = asyncio.run(
-        _run_here(workload, config, count_tokens, progress, duration_s, int(start_at.value))
-    )
-    outbox.put(("done", worker_id, result))
+        result = asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s,
+                                       int(start_at.value), stop_all))
+        outbox.put(("done", worker_id, result))
+    except BaseException as exc:  # reported to the parent, which keeps the others' records
+        outbox.put(("error", worker_id, f"{type(exc).__name__}: {exc}\n"
+                                        f"{traceback.format_exc(limit=5)}"))
 
 
 def run_workload(
@@ -113,7 +159,7 @@ def run_workload(
     progress: ProgressCallback | None = None,
     duration_s: float | None = None,
 ) -> RunResult:
-    """Run a workload to completion (or Ctrl-C) and return every record measured.
+    """Run a workload to completion (or a stop signal) and return every record measured.
 
     Args:
         workload: What to send and when.
@@ -138,38 +184,40 @@ def _run_in_processes(
     duration_s: float | None,
 ) -> RunResult:
     cap = workload.schedule.max_concurrency
-    if cap is not None:
-        workers = min(workers, cap)
-    workers = min(workers, len(workload.requests))
+    workers = min(workers, cap or workers, len(workload.requests))
     ctx = mp.get_context("spawn")
     outbox = ctx.Queue()
-    go = ctx.Event()
+    go, stop_all = ctx.Event(), ctx.Event()
     start_at = ctx.Value("q", 0)
     procs = [
-        ctx.Process(
-            target=_worker_main,
-            args=(i, part, config, counter_factory, duration_s, outbox, go, start_at),
-            daemon=True,
-        )
+        ctx.Process(target=_worker_main, daemon=True,
+                    args=(i, part, config, counter_factory, duration_s, outbox, go, stop_all,
+                          start_at))
         for i, part in enumerate(split_workload(workload, workers))
     ]
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers handle Ctrl-C themselves
-    for proc in procs:
-        proc.start()
-    signal.signal(signal.SIGINT, previous)
     results: dict[int, RunResult] = {}
-    ready = 0
-    interrupted = False
-    try:
-        while len(results) < workers:
+    errors: dict[int, str] = {}
+    stopped_by_signal = False
+
+    def stop() -> None:
+        nonlocal stopped_by_signal
+        stopped_by_signal = True
+        stop_all.set()
+        go.set()  # release workers still waiting for the start, so they can exit
+
+    with _signals_set(stop):
+        for proc in procs:
+            proc.start()
+        ready = 0
+        while len(results) + len(errors) < workers:
             try:
                 kind, worker_id, payload = outbox.get(timeout=0.5)
             except queue.Empty:
-                if any(not p.is_alive() for p in procs if p.exitcode not in (None, 0)):
-                    break
-                continue
-            except KeyboardInterrupt:
-                interrupted = True
+                dead = [i for i, p in enumerate(procs)
+                        if p.exitcode not in (None, 0) and i not in results and i not in errors]
+                for i in dead:
+                    errors[i] = f"worker process exited with code {procs[i].exitcode}"
+                    stop_all.set()
                 continue
             if kind == "ready":
                 ready += 1
@@ -180,13 +228,19 @@ def _run_in_processes(
                 progress(RequestRecord.from_dict(payload))
             elif kind == "done":
                 results[worker_id] = payload
-    finally:
+            elif kind == "error":
+                errors[worker_id] = payload
+                stop_all.set()
+                go.set()
         for proc in procs:
             proc.join(timeout=5)
-    return _merge(list(results.values()), workers, interrupted, len(workload.requests))
+    merged = _merge(list(results.values()), workers, len(workload.requests))
+    merged.interrupted = merged.interrupted or stopped_by_signal or bool(errors)
+    merged.worker_errors = [f"worker {i}: {errors[i]}" for i in sorted(errors)]
+    return merged
 
 
-def _merge(parts: list[RunResult], workers: int, interrupted: bool, total: int) -> RunResult:
+def _merge(parts: list[RunResult], workers: int, total: int) -> RunResult:
     records = sorted((r for part in parts for r in part.records), key=lambda r: r.index)
     lags = [part.lag for part in parts]
     return RunResult(
@@ -194,10 +248,8 @@ def _merge(parts: list[RunResult], workers: int, interrupted: bool, total: int) 
         started_ns=min((p.started_ns for p in parts), default=0),
         ended_ns=max((p.ended_ns for p in parts), default=0),
         lag=LagSummary.worst(lags),
-        interrupted=interrupted or any(p.interrupted for p in parts),
+        interrupted=any(p.interrupted for p in parts),
         workers=workers,
         not_sent=total - len(records),
         worker_lags=lags,
     )
-
-

@@ -133,10 +133,14 @@ def generation_rate(record: RequestRecord) -> float | None:
 def benchmark_duration_ns(records: Sequence[RequestRecord]) -> int:
     """Measurement window of a run.
 
-    Formula: max(t_end) - min(t_send) over the measured (non-warm-up) requests. Unit: ns.
+    Formula: max(t_end over measured complete requests) - min(t_send over measured requests).
+    Unit: ns. Ends at the last *completion* (GUIDE.md section 3), so one request that hangs
+    until its timeout does not stretch the window and deflate every throughput; when nothing
+    completed, the last end of any measured request. vLLM uses the benchmark's wall time.
     Returns 0 for no records.
     """
     measured = [r for r in records if not r.warmup]
     if not measured:
         return 0
-    return max(r.t_end_ns for r in measured) - min(r.t_send_ns for r in measured)
+    complete = [r for r in measured if r.outcome.is_success] or measured
+    return max(r.t_end_ns for r in complete) - min(r.t_send_ns for r in measured)

@@ -21,10 +21,17 @@ class Slos:
     limits_ms: Mapping[str, float]
 
     def met_by(self, record: RequestRecord) -> bool:
-        """Formula: complete and, for each bound b_m, metric_m(record) <= b_m."""
+        """Formula: complete and, for each bound b_m, metric_m(record) <= b_m.
+
+        A one-token request has no time per output token after the first; like vLLM, its TPOT
+        counts as 0 for goodput, so it meets any TPOT bound.
+        """
         if not record.outcome.is_success:
             return False
-        values = {"ttft": ttft_ns(record), "tpot": tpot_ns(record), "e2el": e2el_ns(record)}
+        tpot = tpot_ns(record)
+        if tpot is None and (record.output_tokens or 0) == 1:
+            tpot = 0.0
+        values = {"ttft": ttft_ns(record), "tpot": tpot, "e2el": e2el_ns(record)}
         for name, limit_ms in self.limits_ms.items():
             value = values[name]
             if value is None or value > limit_ms * NS_PER_MS:

@@ -91,3 +91,14 @@ def test_duration_spans_first_send_to_last_end_of_measured_requests() -> None:
     ]
     assert benchmark_duration_ns(records) == 100 * MS
     assert benchmark_duration_ns([]) == 0
+
+
+def test_duration_ends_at_the_last_completion_not_a_late_failure() -> None:
+    records = [
+        make_record(index=0, send_ns=0, times_ns=[100 * MS]),
+        make_record(index=1, send_ns=10 * MS, times_ns=[], outcome=Outcome.TIMEOUT,
+                    end_ns=300_000 * MS),
+    ]
+    assert benchmark_duration_ns(records) == 100 * MS
+    only_failures = [records[1]]
+    assert benchmark_duration_ns(only_failures) == (300_000 - 10) * MS

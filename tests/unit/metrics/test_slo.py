@@ -33,3 +33,11 @@ def test_bad_tokens_name_the_token_and_the_fix(token: str, fragment: str) -> Non
 def test_repeated_metric_is_an_error() -> None:
     with pytest.raises(ConfigError, match="given twice"):
         parse_slos(["ttft:1", "ttft:2"])
+
+
+def test_a_one_token_request_meets_any_tpot_bound_like_vllm() -> None:
+    from tunegate.testing import make_record
+
+    one_token = make_record(times_ns=[100_000_000])
+    assert parse_slos(["tpot:1"]).met_by(one_token)
+    assert not parse_slos(["ttft:50"]).met_by(one_token)
