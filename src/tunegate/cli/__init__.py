@@ -27,6 +27,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "loopback": ("tunegate.cli.loopback", "serve a programmable OpenAI-compatible test server"),
     "sim": ("tunegate.cli.sim", "the embedded engine simulator (sim serve, sim scenarios)"),
     "demo": ("tunegate.cli.demo", "the guided demo that `make demo` runs"),
+    "stats": ("tunegate.cli.stats", "statistical tools: `stats power` prints the repeats needed"),
+    "validate": ("tunegate.cli.validate", "check a result file (ours, vLLM, AIPerf, GuideLLM)"),
 }
 
 

@@ -55,9 +55,15 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class ValidationReport:
-    """All findings of one validation; ``valid`` is false when any finding is an error."""
+    """All findings of one validation; ``valid`` is false when any finding is an error.
+
+    Attributes:
+        findings: What the checks found, gauge-breaking ones first.
+        not_checked: ``(code, reason)`` for each check that could not run on this data.
+    """
 
     findings: tuple[Finding, ...]
+    not_checked: tuple[tuple[str, str], ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -75,4 +81,5 @@ class ValidationReport:
             "valid": self.valid,
             "invalid_metrics": sorted(self.invalid_metrics),
             "findings": [f.to_dict() for f in self.findings],
+            "not_checked": dict(self.not_checked),
         }

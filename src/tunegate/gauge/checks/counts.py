@@ -1,0 +1,96 @@
+"""Checks on token counts and on the load generator's own health."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tunegate.gauge.checks.base import CheckResult, NotChecked
+from tunegate.gauge.dataset import Dataset
+from tunegate.gauge.findings import Finding, Severity
+
+__all__ = ["client_saturated", "token_count_approximate", "token_count_mismatch"]
+
+COUNT_SLACK_TOKENS, COUNT_SLACK_SHARE = 2, 0.02
+"""Two counts of one text agree within max(2 tokens, 2%) (special tokens, re-tokenisation)."""
+LAG_WARNING_MS = 1.0
+"""Event-loop lag (p99) above this distorts timestamps by a measurable amount."""
+
+
+def _differ(a: int, b: int) -> bool:
+    return abs(a - b) > max(COUNT_SLACK_TOKENS, COUNT_SLACK_SHARE * max(a, b))
+
+
+def token_count_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """Usage vs tokenizer vs event counts; short outputs although ignore_eos was set."""
+    if not data.has_requests:
+        return NotChecked("needs per-request token counts", needs_requests=True)
+    ok = data.ok
+    usage_vs_tokenizer = [r for r in ok if r.usage_output_tokens is not None
+                          and r.tokenizer_output_tokens is not None
+                          and _differ(r.usage_output_tokens, r.tokenizer_output_tokens)]
+    events_over_usage = [r for r in ok if r.usage_output_tokens is not None
+                         and r.content_events is not None
+                         and r.content_events > r.usage_output_tokens + 1]
+    short = [r for r in ok if r.ignore_eos and r.requested_max_tokens
+             and r.output_tokens is not None and r.output_tokens < r.requested_max_tokens]
+    problems = {"usage_vs_tokenizer": len(usage_vs_tokenizer),
+                "more_events_than_usage_tokens": len(events_over_usage),
+                "short_despite_ignore_eos": len(short)}
+    if not any(problems.values()):
+        return None
+    parts = []
+    if usage_vs_tokenizer:
+        r = usage_vs_tokenizer[0]
+        parts.append(f"{len(usage_vs_tokenizer)} requests where the server's usage and the "
+                     f"tokenizer disagree (e.g. {r.usage_output_tokens} vs "
+                     f"{r.tokenizer_output_tokens})")
+    if events_over_usage:
+        parts.append(f"{len(events_over_usage)} requests with more content events than usage "
+                     "tokens")
+    if short:
+        r = short[0]
+        parts.append(f"{len(short)} requests shorter than max_tokens although ignore_eos was set "
+                     f"(e.g. {r.output_tokens} of {r.requested_max_tokens})")
+    return Finding(
+        code="token_count_mismatch", severity=Severity.WARNING,
+        message=("Token counts do not add up: " + "; ".join(parts) + ". TPOT and token "
+                 "throughputs depend on these counts."),
+        evidence={"requests": len(ok), **problems},
+        remedy=("Use the served model's own tokenizer (--tokenizer), keep usage reporting on, and "
+                "check that the server honours ignore_eos and max_tokens."),
+    )
+
+
+def token_count_approximate(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """Output lengths counted as content events: approximate when events carry several tokens."""
+    approximate = [r for r in data.ok if r.output_tokens_source == "events"]
+    if not approximate:
+        return None
+    return Finding(
+        code="token_count_approximate", severity=Severity.WARNING,
+        message=(f"{len(approximate)} requests have no usage report and no tokenizer: output "
+                 "tokens were counted as content events, which undercounts when an event carries "
+                 "several tokens (TPOT and token throughputs inherit the error)."),
+        evidence={"requests": len(approximate)},
+        remedy="Keep stream_options.include_usage on, or pass --tokenizer PATH.",
+    )
+
+
+def client_saturated(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """The load generator's own event loop was late enough to distort its timestamps."""
+    lag = data.context.lag
+    if lag is None or lag.samples == 0:
+        return NotChecked("no record of the client's event-loop lag (tunegate's client only)")
+    if lag.p99_ms <= LAG_WARNING_MS:
+        return None
+    return Finding(
+        code="client_saturated", severity=Severity.WARNING,
+        message=(f"The client's event loop lagged {lag.p99_ms:.2f} ms at p99 (max "
+                 f"{lag.max_ms:.1f} ms, CPU busy {lag.cpu_busy_fraction:.0%}): timestamps may be "
+                 "late by that much."),
+        evidence={"lag_p50_ms": lag.p50_ms, "lag_p99_ms": lag.p99_ms, "lag_max_ms": lag.max_ms,
+                  "over_1ms_fraction": lag.over_1ms_fraction,
+                  "cpu_busy_fraction": lag.cpu_busy_fraction},
+        remedy="Use more client processes (--workers N) or run the client on another machine.",
+        invalidates=("itl",) if lag.p99_ms > 5 * LAG_WARNING_MS else (),
+    )

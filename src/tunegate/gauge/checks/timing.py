@@ -1,0 +1,185 @@
+"""Checks on the timestamps themselves: TTFT == E2EL, TTFT missing, impossible intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tunegate.gauge.checks.base import CheckResult, NotChecked, median, rel_close
+from tunegate.gauge.dataset import Dataset, RequestSample
+from tunegate.gauge.findings import Finding, Severity
+
+__all__ = ["clock_anomaly", "ttft_equals_e2el", "ttft_missing"]
+
+TIMER_RESOLUTION_S = 1e-6
+"""Two timestamps closer than this are "equal": far below any real token interval."""
+EQUAL_REL = 1e-3
+"""...or closer than this fraction of E2EL (0.1%: a decode of 100 us/token at best)."""
+EQUALITY_SHARE = 0.9
+"""TTFT == E2EL on at least this share of multi-token requests means the gauge is broken."""
+SLACK_S = 1e-3
+"""Rounding slack for interval sums in foreign files (values written as floats)."""
+
+_INVALIDATES = ("ttft", "tpot", "itl", "prefill", "decode")
+
+
+def _equal(r: RequestSample) -> bool:
+    assert r.ttft_s is not None and r.e2el_s is not None
+    return r.e2el_s - r.ttft_s <= max(TIMER_RESOLUTION_S, EQUAL_REL * r.e2el_s)
+
+
+def _cause(data: Dataset, multi: list[RequestSample]) -> tuple[str, str]:
+    asked = sum(1 for r in multi if r.stream_requested)
+    asked_known = any(r.stream_requested is not None for r in multi)
+    requested = data.context.stream_requested if not asked_known else asked > 0
+    not_streamed = sum(1 for r in multi if r.response_streamed is False)
+    one_chunk = sum(1 for r in multi if r.content_events == 1 or r.chunks == 1)
+    if requested is False:
+        return ("the benchmark asked for stream=false",
+                "Re-run with streaming (drop --no-stream / set stream=true).")
+    if not_streamed:
+        return (f"the server answered {not_streamed} streaming requests with one JSON body",
+                "The server ignores stream=true: fix the server or proxy so it streams SSE.")
+    if requested and one_chunk:
+        return (f"streaming was requested but {one_chunk} responses arrived as a single chunk "
+                "(the server ignored stream=true, or a proxy buffered the stream)",
+                "Make the server stream (SSE) and disable buffering on the way, then re-run.")
+    if requested:
+        return ("all generated text arrived in one event",
+                "Something between server and client buffers the stream; disable buffering.")
+    return ("streaming was off or ignored (the report does not say whether it was requested)",
+            "Re-run with streaming on and check the server really streams (SSE).")
+
+
+def ttft_equals_e2el(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """TTFT equal to E2EL on (nearly) every multi-token request: streaming was off or ignored."""
+    if data.has_requests:
+        multi = [r for r in data.ok if (r.output_tokens or 0) > 1
+                 and r.ttft_s is not None and r.ttft_s > 0 and r.e2el_s is not None]
+        if not multi:
+            return NotChecked("no multi-token request has both TTFT and E2EL")
+        equal = [r for r in multi if _equal(r)]
+        share = len(equal) / len(multi)
+        if share < EQUALITY_SHARE:
+            return None
+        cause, remedy = _cause(data, multi)
+        outs = [r.output_tokens or 0 for r in multi]
+        return Finding(
+            code="ttft_equals_e2el", severity=Severity.ERROR,
+            message=(f"TTFT equals E2EL for {len(equal)} of {len(multi)} multi-token requests: "
+                     f"{cause}. TTFT here is the total latency, so TTFT, TPOT, ITL and prefill "
+                     "rates measure nothing."),
+            evidence={
+                "basis": "per_request", "requests_equal": len(equal),
+                "requests_multi_token": len(multi), "share": share,
+                "median_ttft_ms": round(median([r.ttft_s or 0.0 for r in equal]) * 1e3, 6),
+                "median_e2el_ms": round(median([r.e2el_s or 0.0 for r in equal]) * 1e3, 6),
+                "mean_output_tokens": sum(outs) / len(outs),
+                "stream_requested": sum(1 for r in multi if r.stream_requested),
+                "answered_without_stream": sum(1 for r in multi if r.response_streamed is False),
+            },
+            remedy=remedy, invalidates=_INVALIDATES,
+        )
+    s = data.summary
+    if s.ttft_ms is None or s.e2el_ms is None:
+        return NotChecked("the report quotes no TTFT or no E2EL statistics")
+    ttft, e2el = s.ttft_ms.quoted(), s.e2el_ms.quoted()
+    common = sorted(set(ttft) & set(e2el))
+    if not common or not all(rel_close(ttft[k], e2el[k]) for k in common):
+        return None
+    if not ttft.get("mean", ttft[common[0]]) > 0:
+        return None  # reported as 0: ttft_missing's case
+    out = s.mean_output_tokens
+    if out is not None and out <= 1:
+        return None
+    cause, remedy = _cause(data, [])
+    return Finding(
+        code="ttft_equals_e2el", severity=Severity.ERROR,
+        message=(f"Every quoted TTFT statistic ({', '.join(common)}) equals its E2EL counterpart "
+                 f"(mean {ttft.get('mean', float('nan')):.1f} ms) while requests produced "
+                 f"{out if out is not None else float('nan'):.2f} output tokens on average: "
+                 f"{cause}. TTFT, TPOT, ITL and prefill rates measure nothing."),
+        evidence={"basis": "summary", "statistics": {k: [ttft[k], e2el[k]] for k in common},
+                  "mean_output_tokens": out,
+                  "mean_tpot_ms": s.tpot_ms.mean if s.tpot_ms else None,
+                  "completed": s.completed},
+        remedy=remedy, invalidates=_INVALIDATES,
+    )
+
+
+def ttft_missing(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """TTFT absent, or reported as 0, for the requests."""
+    if data.has_requests:
+        ok = data.ok
+        if not ok:
+            return NotChecked("no successful request")
+        missing = [r for r in ok if r.ttft_s is None or r.ttft_s <= 0]
+        if not missing:
+            return None
+        share = len(missing) / len(ok)
+        severity = Severity.ERROR if share >= EQUALITY_SHARE else Severity.WARNING
+        zero = sum(1 for r in missing if r.ttft_s is not None)
+        detail = f"{len(missing)} of {len(ok)} successful requests"
+        evidence = {"basis": "per_request", "requests_missing": len(missing) - zero,
+                    "requests_zero": zero, "requests": len(ok), "share": share}
+    else:
+        s = data.summary
+        if not s.completed:
+            return NotChecked("the report has no completed requests")
+        if s.ttft_ms is not None and (s.ttft_ms.mean or 0) > 0:
+            return None
+        severity = Severity.ERROR
+        state = "absent" if s.ttft_ms is None else "reported as 0"
+        detail = f"the report's TTFT statistics ({state}) for {s.completed} completed requests"
+        evidence = {"basis": "summary", "ttft": state, "completed": s.completed}
+    return Finding(
+        code="ttft_missing", severity=severity,
+        message=(f"TTFT is missing or 0 for {detail}: the run did not stream (or the endpoint "
+                 "never sent a first token separately), so TTFT, TPOT, ITL and prefill rates "
+                 "cannot be computed."),
+        evidence=evidence,
+        remedy="Re-run with streaming on, against an endpoint that streams tokens (SSE).",
+        invalidates=_INVALIDATES if severity is Severity.ERROR else (),
+    )
+
+
+def clock_anomaly(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """Negative or impossible intervals: the timestamps cannot be trusted."""
+    problems: dict[str, int | float] = {}
+    s = data.summary
+    if data.has_requests:
+        ok = data.ok
+        checks = {
+            "ttft_negative": sum(1 for r in ok if r.ttft_s is not None and r.ttft_s < 0),
+            "e2el_before_ttft": sum(1 for r in ok if r.ttft_s is not None and r.e2el_s
+                                    is not None and r.e2el_s < r.ttft_s - SLACK_S),
+            "itl_negative": sum(1 for r in ok if any(g < 0 for g in r.itls_s or ())),
+            "gaps_exceed_e2el": sum(
+                1 for r in ok if r.itls_s and r.ttft_s is not None and r.e2el_s is not None
+                and r.ttft_s + sum(r.itls_s) > r.e2el_s * (1 + EQUAL_REL) + SLACK_S),
+            "end_before_start": sum(1 for r in data.measured if r.start_s is not None
+                                    and r.end_s is not None and r.end_s < r.start_s),
+        }
+        problems |= {k: v for k, v in checks.items() if v}
+        longest = max((r.e2el_s for r in ok if r.e2el_s is not None), default=None)
+        if longest is not None and s.duration_s is not None and \
+                longest > s.duration_s * (1 + EQUAL_REL) + SLACK_S:
+            problems["request_longer_than_run_s"] = longest
+    if s.completed and s.duration_s is not None and s.duration_s <= 0:
+        problems["duration_s"] = s.duration_s
+    if s.ttft_ms and s.e2el_ms and s.ttft_ms.mean is not None and s.e2el_ms.mean is not None \
+            and s.ttft_ms.mean > s.e2el_ms.mean * (1 + EQUAL_REL) + SLACK_S * 1e3:
+        problems["mean_ttft_above_mean_e2el_ms"] = s.ttft_ms.mean - s.e2el_ms.mean
+    if s.e2el_ms and s.e2el_ms.median and s.duration_s and \
+            s.e2el_ms.median / 1e3 > s.duration_s * (1 + EQUAL_REL):
+        problems["median_e2el_longer_than_run_s"] = s.e2el_ms.median / 1e3
+    if not problems:
+        return None
+    return Finding(
+        code="clock_anomaly", severity=Severity.ERROR,
+        message=("Impossible intervals in the timings (" + ", ".join(
+            f"{k}: {v:g}" for k, v in problems.items()) + "): a clock went backwards, timestamps "
+            "were mixed between clocks, or fields were swapped."),
+        evidence=problems,
+        remedy="Use one monotonic clock for every timestamp of a request, then re-measure.",
+        invalidates=("ttft", "tpot", "itl", "e2el", "throughput"),
+    )

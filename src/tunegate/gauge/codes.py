@@ -1,0 +1,67 @@
+"""Every finding code the gauge can emit, in one place. Codes are stable: tools rely on them.
+
+Severity: ``error`` = the data cannot answer the question it claims to answer (exit 3);
+``warning`` = suspicious, read the named figures with care; ``info`` = worth knowing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CODES"]
+
+CODES: dict[str, str] = {
+    "ttft_equals_e2el": (
+        "error: TTFT equals E2EL (within timer resolution) on (nearly) every multi-token request:"
+        " streaming was off, ignored by the server, or buffered on the way. TTFT, TPOT, ITL,"
+        " prefill and decode rates are invalid."
+    ),
+    "ttft_missing": (
+        "error: TTFT is absent or reported as 0 for (nearly) every request (a non-streaming run,"
+        " or an endpoint that never streamed); warning when only some requests lack it."
+    ),
+    "prefill_slower_than_decode": (
+        "warning: per-token prefill (input / TTFT, queueing removed when server histograms"
+        " exist) is not faster than decode (1 / TPOT); expected 5-10x faster. Info when it was"
+        " computed through an invalid TTFT (derived_from names the finding)."
+    ),
+    "littles_law_violation": (
+        "error when throughput x mean latency exceeds the configured concurrency (or the observed"
+        " peak exceeds the cap): timings, counts or duration are wrong; warning when a closed loop"
+        " kept far fewer requests in flight than configured."
+    ),
+    "token_count_mismatch": (
+        "warning: server usage, tokenizer and content-event counts disagree, or output stopped"
+        " short of max_tokens although ignore_eos was set."
+    ),
+    "token_count_approximate": (
+        "warning: no usage and no tokenizer: output tokens were counted as content events."
+    ),
+    "client_saturated": (
+        "warning: the load generator's event loop lagged > 1 ms at p99; its timestamps are late."
+    ),
+    "error_rate": "warning (error at >= 50%): failed requests, by outcome, with examples.",
+    "too_few_samples": (
+        "warning: a quoted percentile has fewer than 5 samples beyond it (p99 of 100 requests"
+        " is nearly the maximum): the tail figure is noise."
+    ),
+    "warmup_included": (
+        "warning: the first requests were much slower per token than the rest and no warm-up"
+        " was excluded: cold-start cost is inside the statistics."
+    ),
+    "clock_anomaly": (
+        "error: negative or impossible intervals (TTFT < 0, E2EL < TTFT, negative gaps, duration"
+        " shorter than a request): the timestamps cannot be trusted."
+    ),
+    "server_client_disagree": (
+        "warning: the server's /metrics histograms (TTFT, E2E latency, request and token counts)"
+        " disagree with the client's measurements beyond network and scrape tolerance."
+    ),
+    "roofline_exceeded": (
+        "error: a measured rate exceeds what the hardware allows for this model (memory"
+        " bandwidth / weight bytes for decode, peak FLOPs / 2 params for tokens): the gauge or"
+        " the hardware description is wrong."
+    ),
+    "summary_only": (
+        "info: the report has no per-request data, so per-request checks ran on summaries or"
+        " not at all (the finding lists which)."
+    ),
+}
