@@ -9,7 +9,11 @@
     ├── TokenizerError            a named tokenizer cannot be loaded offline
     ├── SSEError                  the byte stream is not acceptable Server-Sent Events
     │   └── SSELineTooLongError   one SSE line exceeded the parser's memory bound
-    └── ServerError               a server tunegate starts itself failed (loopback, simulator)
+    ├── ServerError               a server tunegate starts itself failed (loopback, simulator)
+    ├── LeaseError                the one-run-per-service lease (tuner/lease.py)
+    │   ├── LeaseBusyError        another live run holds it: names host, pid and since when
+    │   └── LeaseLostError        another holder took over: a write with a stale epoch is refused
+    └── JournalCorruptError       a journal is damaged before its last line: names file and line
 
 User-facing messages say what went wrong, where (file, field, request) and what to do.
 """
@@ -19,6 +23,10 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "InputFileError",
+    "JournalCorruptError",
+    "LeaseBusyError",
+    "LeaseError",
+    "LeaseLostError",
     "SSEError",
     "SSELineTooLongError",
     "ServerError",
@@ -62,3 +70,19 @@ class SSELineTooLongError(SSEError):
 
 class ServerError(TunegateError):
     """A server process that tunegate manages failed to start or to answer."""
+
+
+class LeaseError(TunegateError):
+    """The one-tuning-run-per-service lease could not be held."""
+
+
+class LeaseBusyError(LeaseError):
+    """Another live run holds the service's lease; the message names its host, pid and start."""
+
+
+class LeaseLostError(LeaseError):
+    """Another holder took the lease over; durable writes with the old epoch are refused."""
+
+
+class JournalCorruptError(TunegateError):
+    """A journal line before the last is damaged; the message names the file and the line."""

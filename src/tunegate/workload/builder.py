@@ -5,6 +5,12 @@ Each random choice draws from its own named stream, ``default_rng([seed, crc32(n
 warm-up requests), so changing one part of a config never shifts another part's draws; in
 particular the measured requests do not depend on ``num_warmup``.
 
+Shared prefixes (``shared_prefix_tokens > 0``): ``num_prefixes`` seeded prefixes of exactly
+that many tokens (with a tokenizer) or words (without) are drawn once; each request draws one
+of them (seeded, uniform) and its prompt is ``prefix + " " + unique part``, the unique part as
+without a prefix (so prompts stay unique). With a tokenizer ``input_tokens`` is the whole
+prompt's true count.
+
 Request order: the ``num_warmup`` warm-up requests first (indices ``0..W-1``,
 ``warmup=True``), then the ``num_requests`` measured ones. The ``description`` holds the full
 config (``WorkloadConfig.model_validate(description["config"])`` rebuilds the same workload), the
@@ -63,17 +69,40 @@ def _synthetic_part(
     first_key: int,
     rng: np.random.Generator,
     tokenizer: Tokenizer | None,
+    prefixes: Sequence[str] = (),
+    prefix_rng: np.random.Generator | None = None,
 ) -> _Part:
     prompts = [
         synthetic_prompt(int(length), key=first_key + i, rng=rng, tokenizer=tokenizer)
         for i, length in enumerate(inputs)
     ]
+    texts = [p.text for p in prompts]
+    counts = [p.input_tokens for p in prompts]
+    if prefixes:
+        assert prefix_rng is not None
+        choice = prefix_rng.integers(0, len(prefixes), size=len(texts)).tolist()
+        texts = [f"{prefixes[c]} {t}" for c, t in zip(choice, texts, strict=True)]
+        if tokenizer is not None:
+            counts = [tokenizer.count(t) for t in texts]
     return _Part(
-        prompts=[p.text for p in prompts],
-        input_tokens=[p.input_tokens for p in prompts],
+        prompts=texts,
+        input_tokens=counts,
         output_tokens=[int(x) for x in outputs],
         inexact=sum(not p.exact for p in prompts),
     )
+
+
+def _shared_prefixes(config: WorkloadConfig, tokenizer: Tokenizer | None) -> tuple[list[str], int]:
+    """The seeded shared prefixes, and how many missed their exact length."""
+    if not config.shared_prefix_tokens:
+        return [], 0
+    key = int(_rng(config.seed, "prefix-keys").integers(0, 2**32))
+    rng = _rng(config.seed, "shared-prefixes")
+    drawn = [
+        synthetic_prompt(config.shared_prefix_tokens, key=key + j, rng=rng, tokenizer=tokenizer)
+        for j in range(config.num_prefixes)
+    ]
+    return [p.text for p in drawn], sum(not p.exact for p in drawn)
 
 
 def _synthetic_parts(
@@ -96,12 +125,15 @@ def _synthetic_parts(
         inputs = in_dist.sample(_rng(seed, "input-lengths"), n)
         outputs = out_dist.sample(_rng(seed, "output-lengths"), n)
     key = int(_rng(seed, "prompt-keys").integers(0, 2**32))
+    prefixes, _ = _shared_prefixes(config, tokenizer)
     measured = _synthetic_part(
         inputs.tolist(),
         outputs.tolist(),
         first_key=key,
         rng=_rng(seed, "prompts"),
         tokenizer=tokenizer,
+        prefixes=prefixes,
+        prefix_rng=_rng(seed, "prefix-choice"),
     )
     warmup = _synthetic_part(
         in_dist.sample(_rng(seed, "warmup-input-lengths"), w).tolist(),
@@ -109,6 +141,8 @@ def _synthetic_parts(
         first_key=key + n,
         rng=_rng(seed, "warmup-prompts"),
         tokenizer=tokenizer,
+        prefixes=prefixes,
+        prefix_rng=_rng(seed, "warmup-prefix-choice"),
     )
     return measured, warmup, in_dist, out_dist
 
@@ -233,6 +267,14 @@ def build_workload(config: WorkloadConfig, tokenizer: Tokenizer | None = None) -
         description["output_tokens"] = out_dist.spec
         description["input_length_unit"] = "tokens" if tokenizer else "words"
         description["inexact_prompts"] = measured.inexact + warmup.inexact
+        if config.shared_prefix_tokens:
+            description["shared_prefix"] = {
+                "length": config.shared_prefix_tokens,
+                "unit": "tokens" if tokenizer else "words",
+                "num_prefixes": config.num_prefixes,
+                "inexact_prefixes": _shared_prefixes(config, tokenizer)[1],
+                "placement": "prepended to every prompt; input_tokens is the unique part",
+            }
         if config.dataset in PRESETS:
             description["preset"] = PRESETS[config.dataset].summary
     requests = [

@@ -71,6 +71,12 @@ class WorkloadConfig(BaseModel):
         burstiness: Gamma shape for ``arrival="gamma"``.
         arrival: Inter-arrival distribution for open loop.
         tokenizer: ``tokenizer.json`` path or ``tiktoken:ENCODING`` for exact token counts.
+        shared_prefix_tokens: Length of a fixed, seeded prefix prepended to every prompt
+            (``synthetic`` only; 0 = none), so prefix caching has something to reuse. Tokens with
+            a tokenizer, words without. It comes on top of ``input_tokens``, which stays the
+            length of each prompt's unique part (prompts stay unique), as in vLLM's
+            ``--random-prefix-len``.
+        num_prefixes: Distinct shared prefixes; each request draws one (seeded, uniform).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
@@ -87,6 +93,8 @@ class WorkloadConfig(BaseModel):
     burstiness: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
     tokenizer: str | None = None
+    shared_prefix_tokens: int = Field(default=0, ge=0)
+    num_prefixes: int = Field(default=1, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -126,6 +134,16 @@ class WorkloadConfig(BaseModel):
             raise ValueError(
                 f"output_tokens cannot change preset {self.dataset!r}; use dataset='synthetic' "
                 "to choose lengths"
+            )
+        if self.shared_prefix_tokens and self.dataset != "synthetic":
+            raise ValueError(
+                f"shared_prefix_tokens only applies to dataset='synthetic', not "
+                f"{self.dataset!r}; remove it or change dataset"
+            )
+        if self.num_prefixes > 1 and not self.shared_prefix_tokens:
+            raise ValueError(
+                f"num_prefixes={self.num_prefixes} needs shared_prefix_tokens > 0 (the length of "
+                "each shared prefix)"
             )
         if self.concurrency is None and self.request_rate is None:
             raise ValueError("set concurrency (closed loop) or request_rate (open loop)")

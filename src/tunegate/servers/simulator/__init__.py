@@ -9,7 +9,8 @@ Two ways to run one engine model:
   :class:`BackgroundServer` for tests, :class:`SimServer` for an aiohttp app.
 
 Modules: ``hardware``/``models`` (public specs), ``engine_config`` (vLLM knobs), ``physics``
-(roofline), ``scheduler``/``kv_cache``/``sequence`` (continuous batching), ``noise``, ``faults``,
+(roofline), ``comm`` (all-reduce cost), ``scheduler``/``kv_cache``/``sequence`` (continuous
+batching), ``noise``, ``faults``,
 ``scenarios`` (registry), ``engine``, ``virtual``, ``http_server``/``openai_format``/``serve``,
 ``prometheus``, ``tokens`` (the server's tokenizer), ``seed_table``, ``cli``.
 """

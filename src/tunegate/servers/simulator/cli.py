@@ -71,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--fault-start-failure-prob", type=float, default=0.0, metavar="P")
     f.add_argument("--fault-slow-start-s", type=float, default=0.0, metavar="S")
     f.add_argument(
+        "--fault-start-attempt",
+        type=int,
+        default=None,
+        metavar="N",
+        help="attempt number mixed into the start-failure draw (a retrying launcher passes 1, 2, "
+        "...; default: starts so far in this process)",
+    )
+    f.add_argument(
         "--fault-crash-after",
         type=int,
         default=None,
@@ -140,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=ns.seed,
             noise=not ns.no_noise,
             faults=faults,
+            start_attempt=ns.fault_start_attempt,
         )
     except UsageError as exc:
         sys.stderr.write(f"tunegate sim: error: {exc}\n")

@@ -8,6 +8,8 @@ start time; the engine says when the step ends and which sequences got a token.
 from __future__ import annotations
 
 import heapq
+import json
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,12 +24,21 @@ from tunegate.servers.simulator.scenarios import Scenario, get_scenario
 from tunegate.servers.simulator.scheduler import Scheduler
 from tunegate.servers.simulator.sequence import Seq, SeqState
 
-__all__ = ["Engine", "StepResult", "build_config"]
+__all__ = ["Engine", "StepResult", "build_config", "config_key"]
+
+_start_counts: dict[tuple[str, int], int] = {}
+"""Starts with a start-failure fault per (scenario, seed) in this process (see ``Engine``)."""
 
 
 def build_config(scenario: Scenario, engine_args: Mapping[str, object] | None) -> EngineConfig:
     """Scenario defaults, then user ``engine_args`` on top (strings or typed values)."""
     return EngineConfig().updated(scenario.engine_defaults).updated(engine_args)
+
+
+def config_key(scenario: Scenario, config: EngineConfig) -> int:
+    """A stable 32-bit hash of scenario name and effective engine config (seeds noise streams)."""
+    text = json.dumps({"scenario": scenario.name, **config.to_dict()}, sort_keys=True)
+    return zlib.crc32(text.encode())
 
 
 @dataclass(slots=True)
@@ -44,6 +55,21 @@ class StepResult:
 class Engine:
     """One simulated engine instance.
 
+    Args:
+        scenario: A scenario or its name.
+        engine_args: Engine flags over the scenario's defaults.
+        seed: Seeds noise, front-end latency and fault draws.
+        noise: ``False``: every noise factor is exactly 1 (the ground truth).
+        faults: Faults on top of the scenario's.
+        repeat: Repeat number of a measurement. The step-noise stream is seeded from
+            ``(seed, repeat, config_key)``, so repeats of one config differ and two configs
+            never share one noise draw; the front-end latency stream from ``(seed, repeat)``.
+        elapsed_before_s: Machine age at engine time 0, seconds: drift is a function of
+            ``elapsed_before_s + t``, so consecutive runs on one machine see it accumulate.
+        start_attempt: Attempt number mixed into the start-failure draw. ``None``: the number
+            of earlier engines this process started with the same scenario and seed and a
+            start-failure fault, so a retry loop gets a fresh draw (success 1 - p each time).
+
     Raises at construction like a failing engine start:
         ConfigError: an invalid knob value (names the knob, the value and the valid values).
         ServerError: out of memory, no KV room, too many shards, or an injected start failure.
@@ -57,21 +83,36 @@ class Engine:
         seed: int = 0,
         noise: bool = True,
         faults: FaultConfig | None = None,
+        repeat: int = 0,
+        elapsed_before_s: float = 0.0,
+        start_attempt: int | None = None,
     ) -> None:
         self.scenario = get_scenario(scenario) if isinstance(scenario, str) else scenario
         self.config = build_config(self.scenario, engine_args)
         self.physics = Physics(self.scenario, self.config)
         self.plan: MemoryPlan = self.physics.memory_plan()
         self.faults = self.scenario.faults.merged(faults)
-        check_start(self.faults, seed)
+        if start_attempt is None and self.faults.start_failure_prob > 0.0:
+            key = (self.scenario.name, seed)
+            start_attempt = _start_counts.get(key, 0)
+            _start_counts[key] = start_attempt + 1
+        self.start_attempt = start_attempt or 0
+        check_start(self.faults, seed, self.start_attempt)
         self.seed = seed
+        self.repeat = repeat
         self.model_name = self.physics.model.name
         self.max_model_len = self.physics.max_model_len
-        self.noise = NoiseModel(self.scenario.noise, seed, enabled=noise)
+        self.config_key = config_key(self.scenario, self.config)
+        self.noise = NoiseModel(
+            self.scenario.noise,
+            (seed, repeat, self.config_key),
+            enabled=noise,
+            elapsed_before_s=elapsed_before_s,
+        )
         self.frontend = FrontendLatency(
             self.scenario.frontend_latency_s,
             self.scenario.frontend_latency_sigma,
-            seed if noise else 0,
+            (seed, repeat) if noise else (0, 0),
         )
         self.blocks = BlockManager(
             self.plan.num_blocks,
@@ -102,15 +143,17 @@ class Engine:
                 f"{max_tokens} in the completion). Please reduce the length of the messages or "
                 "completion."
             )
-        if not self.config.enable_chunked_prefill and prompt_len > self.scheduler.budget:
-            return (
-                f"Input prompt ({prompt_len} tokens) is longer than max_num_batched_tokens "
-                f"({self.scheduler.budget}) and chunked prefill is disabled."
-            )
         return None
 
-    def add(self, seq: Seq) -> None:
-        """Accept a validated request."""
+    def add(self, seq: Seq, enqueue_ns: int | None = None) -> None:
+        """Accept a validated request into the scheduler's waiting queue.
+
+        Args:
+            seq: The request; ``seq.arrival_ns`` is when the server received it.
+            enqueue_ns: When it entered the scheduler, after the front-end latency (default:
+                its arrival). Queue time is measured from here.
+        """
+        seq.enqueue_ns = seq.arrival_ns if enqueue_ns is None else enqueue_ns
         self.scheduler.add(seq)
 
     def has_work(self) -> bool:
@@ -118,17 +161,27 @@ class Engine:
         return self.scheduler.has_work()
 
     def abort(self, seq: Seq) -> None:
-        """Drop a request (client went away)."""
+        """Drop a request (client went away); counted as ``finished_reason="abort"``."""
         if seq.state == SeqState.RUNNING:
             self.scheduler.finish(seq)
         elif seq.state == SeqState.WAITING:
             self.scheduler.waiting = [e for e in self.scheduler.waiting if e[3] is not seq]
             heapq.heapify(self.scheduler.waiting)
+        else:
+            return
         seq.state = SeqState.ABORTED
+        self.metrics.success["abort"] += 1
+        sched = self.scheduler
+        self.metrics.set_gauges(len(sched.running), len(sched.waiting), self.blocks.usage)
 
     def step(self, now_ns: int) -> StepResult | None:
         """Run one step starting at ``now_ns``; ``None`` when there is nothing to do."""
         batch = self.scheduler.schedule()
+        if not batch and batch.preempted:
+            # Everything scheduled was preempted; the freed blocks let the next pass admit.
+            again = self.scheduler.schedule()
+            again.preempted += batch.preempted
+            batch = again
         if not batch:
             return None
         decode, prefill = batch.decode, batch.prefill
@@ -139,13 +192,15 @@ class Engine:
         for seq, n in prefill:
             p_tokens += n
             attn += n * (seq.num_computed + n / 2.0)
-            kv_read += seq.num_computed
+            kv_read += seq.num_computed  # the cached prefix is read once, computed against once
             if seq.prompt_len < self._short:
                 short += n
             if seq.first_scheduled_ns is None:
                 seq.first_scheduled_ns = now_ns
         for seq in decode:
-            kv_read += seq.num_computed + 1
+            ctx = seq.num_computed + 1
+            attn += ctx
+            kv_read += ctx
         dur = self.physics.step_time(
             p_tokens, attn, short, len(prefill) + len(decode), len(decode), kv_read
         )
@@ -161,10 +216,13 @@ class Engine:
             emitted.append(seq)
             if seq.generated >= seq.max_tokens:
                 finished.append(seq)
+        first_prompt_tokens = 0
         for seq, n in prefill:
             seq.num_computed += n
             if seq.num_computed >= seq.prefill_target:
                 self.blocks.remember(seq)
+                if seq.generated == 0:
+                    first_prompt_tokens += seq.prompt_len
                 seq.generated += 1
                 seq.times.append(end)
                 emitted.append(seq)
@@ -188,6 +246,7 @@ class Engine:
             len(self.scheduler.running),
             len(self.scheduler.waiting),
             self.blocks.usage,
+            first_prompt_tokens,
             p_tokens,
             len(emitted),
         )
@@ -211,6 +270,13 @@ class Engine:
             "weights_gib_per_device": round(plan.weight_bytes / gib, 3),
             "short_prompt_pathology_active": self.physics.pathology_active,
             "slow_start_s": self.faults.slow_start_s,
+            # Host-side time before the scheduler sees a request (API server work): part of
+            # TTFT, not of queueing; a search benchmark can subtract it.
+            "frontend_latency_mean_s": self.scenario.frontend_latency_s,
+            "frontend_latency_sigma": self.scenario.frontend_latency_sigma,
             "seed": self.seed,
+            "repeat": self.repeat,
+            "start_attempt": self.start_attempt,
             "noise": self.noise.enabled,
+            "elapsed_before_s": self.noise.elapsed_before_s,
         }

@@ -17,14 +17,19 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tunegate.errors import ConfigError
+from tunegate.servers.simulator.comm import NCCL_PROTOCOLS, parse_nccl_proto
 
 __all__ = ["ENV_EFFECTS", "EngineConfig", "parse_engine_args"]
 
-# Environment variables the simulated engine reacts to, with their valid values. Others are
-# accepted and ignored, as a real process ignores unknown variables.
+# Environment variables the simulated engine reacts to through a multiplier, with their valid
+# values. ``NCCL_PROTO`` (NVIDIA) is modelled physically in ``comm.py`` instead. Other variables
+# are accepted and ignored, as a real process ignores unknown variables (``NCCL_ALGO`` among
+# them: within one NVLink node NCCL's tree is a chain, and no public measurement gives it a
+# fixed advantage over the ring).
+#
+# The factors below are modelling assumptions (vendor tuning guides name the direction of each
+# effect, not its size).
 ENV_EFFECTS: dict[str, dict[str, float]] = {
-    # NCCL collective algorithm (NVIDIA): multiplies the all-reduce latency per step.
-    "NCCL_ALGO": {"Ring": 1.0, "Tree": 0.85},
     # Ascend HCCL: AIV expansion mode runs small collectives on vector cores (lower latency).
     "HCCL_OP_EXPANSION_MODE": {"AI_CPU": 1.0, "AIV": 0.5},
     # Ascend task queue: 0 off, 1 on (default), 2 on with extra pipelining; multiplies host
@@ -90,6 +95,21 @@ class EngineConfig:
                 raise ConfigError(
                     f"env {name}={value!r} is invalid; valid values: {', '.join(valid)}"
                 )
+        if "NCCL_PROTO" in self.env:
+            self.nccl_protocols()
+
+    def nccl_protocols(self) -> tuple[str, ...]:
+        """NCCL protocols ``NCCL_PROTO`` allows (all when unset); see ``comm.py``."""
+        value = self.env.get("NCCL_PROTO")
+        if value is None:
+            return tuple(NCCL_PROTOCOLS)
+        try:
+            return parse_nccl_proto(value)
+        except ValueError:
+            raise ConfigError(
+                f"env NCCL_PROTO={value!r} is invalid; valid values: a comma-separated list of "
+                f"{', '.join(NCCL_PROTOCOLS)}, optionally preceded by ^ to exclude them"
+            ) from None
 
     def effective_max_num_batched_tokens(self, max_model_len: int) -> int:
         """vLLM's default token budget when ``max_num_batched_tokens`` is unset."""

@@ -60,16 +60,25 @@ class FaultConfig:
         return replace(self, **changes)
 
 
-def check_start(faults: FaultConfig, seed: int) -> None:
+def check_start(faults: FaultConfig, seed: int, attempt: int = 0) -> None:
     """Raise like a failed engine start when the seeded draw says so.
+
+    Each ``attempt`` draws afresh, so a retry succeeds with probability ``1 - p`` whatever the
+    earlier attempts did; the same ``(seed, attempt)`` always gives the same outcome.
+
+    Args:
+        faults: The fault configuration.
+        seed: The run's seed.
+        attempt: Start attempt number (0 for the first start).
 
     Raises:
         ServerError: The simulated start failed (message as an engine would log it).
     """
     if faults.start_failure_prob > 0.0:
-        draw = random.Random(f"start-failure:{seed}").random()
+        draw = random.Random(f"start-failure:{seed}:{attempt}").random()
         if draw < faults.start_failure_prob:
             raise ServerError(
                 "simulated engine failed to start: worker process exited during device "
-                f"initialisation (injected fault, start_failure_prob={faults.start_failure_prob})"
+                f"initialisation (injected fault, start_failure_prob={faults.start_failure_prob}, "
+                f"attempt {attempt})"
             )

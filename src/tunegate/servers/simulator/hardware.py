@@ -4,6 +4,10 @@ Each constant cites its public source. Peak numbers are vendor datasheet figures
 sparsity); achievable fractions are separate *efficiency* factors so the datasheet values stay
 recognisable. Overheads (kernel launch, collective latency) are not on datasheets: they are
 order-of-magnitude values from public measurements and are marked as such.
+
+Link bandwidth is the **per-direction** figure: vendors quote NVLink/HCCS as the bidirectional
+aggregate (H100: 900 GB/s = 450 GB/s each way), while a ring all-reduce streams in both
+directions at once, each at the one-way rate (nccl-tests "busbw" peaks near the one-way figure).
 """
 
 from __future__ import annotations
@@ -26,12 +30,17 @@ class HardwareProfile:
         peak_flops: Dense BF16/FP16 tensor throughput per chip, FLOP/s.
         mem_bandwidth: HBM bandwidth per chip, bytes/s.
         memory_bytes: HBM capacity per chip, bytes.
-        link_bandwidth: Per-chip bidirectional intra-node link bandwidth (NVLink / HCCS), bytes/s.
-        collective_latency_s: Fixed latency of one small all-reduce across the node, seconds.
+        link_bandwidth: Per-chip intra-node link bandwidth in one direction (NVLink / HCCS),
+            bytes/s: half the datasheet's bidirectional aggregate.
+        collective_latency_s: Fixed latency of one small all-reduce across the node, seconds
+            (NPU only: on NVIDIA the NCCL protocol model in ``comm.py`` gives it).
         compute_efficiency: Fraction of ``peak_flops`` a prefill GEMM reaches.
         bandwidth_efficiency: Fraction of ``mem_bandwidth`` a decode step reaches.
-        graph_step_overhead_s: Host overhead of one engine step with captured graphs.
-        eager_step_overhead_s: Host overhead of one engine step in eager mode.
+        graph_step_overhead_s: Host overhead of one engine step with captured graphs
+            (scheduler, input preparation, graph replay).
+        eager_launch_per_layer_s: Extra host time per transformer layer per step in eager mode
+            (about 20-25 kernel launches per layer, each a few microseconds): eager overhead
+            scales with the model's depth.
         per_seq_overhead_s: Host overhead per scheduled sequence (sampling, block tables).
         runtime_reserved_bytes: Memory the runtime keeps per chip (context, workspace).
     """
@@ -47,7 +56,7 @@ class HardwareProfile:
     compute_efficiency: float
     bandwidth_efficiency: float
     graph_step_overhead_s: float
-    eager_step_overhead_s: float
+    eager_launch_per_layer_s: float
     per_seq_overhead_s: float
     runtime_reserved_bytes: float
 
@@ -63,15 +72,14 @@ HARDWARE: dict[str, HardwareProfile] = {
         peak_flops=989e12,
         mem_bandwidth=3.35e12,
         memory_bytes=80e9,
-        link_bandwidth=900e9,
-        # NCCL small-message all-reduce on NVLink: ~10-20 us (nccl-tests public results).
-        collective_latency_s=15e-6,
+        link_bandwidth=450e9,  # 900 GB/s bidirectional = 450 GB/s per direction
+        collective_latency_s=0.0,  # NVIDIA: from the NCCL protocol model (comm.py)
         compute_efficiency=0.55,
         bandwidth_efficiency=0.80,
-        # CUDA-graph replay vs eager launch of ~1000 kernels at ~5-10 us each (public vLLM
-        # discussions of --enforce-eager slowdowns).
+        # CUDA-graph replay vs eager launch of ~20-25 kernels per layer at ~5-6 us each (public
+        # vLLM discussions of --enforce-eager slowdowns: ~4-5 ms per step on a 32-layer 8B).
         graph_step_overhead_s=1.5e-3,
-        eager_step_overhead_s=6e-3,
+        eager_launch_per_layer_s=120e-6,
         per_seq_overhead_s=40e-6,
         runtime_reserved_bytes=2.0 * GIB,
     ),
@@ -85,12 +93,12 @@ HARDWARE: dict[str, HardwareProfile] = {
         peak_flops=989e12,
         mem_bandwidth=4.8e12,
         memory_bytes=141e9,
-        link_bandwidth=900e9,
-        collective_latency_s=15e-6,
+        link_bandwidth=450e9,  # 900 GB/s bidirectional = 450 GB/s per direction
+        collective_latency_s=0.0,  # NVIDIA: from the NCCL protocol model (comm.py)
         compute_efficiency=0.55,
         bandwidth_efficiency=0.80,
         graph_step_overhead_s=1.5e-3,
-        eager_step_overhead_s=6e-3,
+        eager_launch_per_layer_s=120e-6,
         per_seq_overhead_s=40e-6,
         runtime_reserved_bytes=2.0 * GIB,
     ),
@@ -104,18 +112,19 @@ HARDWARE: dict[str, HardwareProfile] = {
         peak_flops=312e12,
         mem_bandwidth=2.039e12,
         memory_bytes=80e9,
-        link_bandwidth=600e9,
-        collective_latency_s=20e-6,
+        link_bandwidth=300e9,  # 600 GB/s bidirectional = 300 GB/s per direction
+        collective_latency_s=0.0,  # NVIDIA: from the NCCL protocol model (comm.py)
         compute_efficiency=0.60,
         bandwidth_efficiency=0.80,
         graph_step_overhead_s=2.0e-3,
-        eager_step_overhead_s=8e-3,
+        eager_launch_per_layer_s=150e-6,  # slower host launch path than Hopper (assumption)
         per_seq_overhead_s=50e-6,
         runtime_reserved_bytes=2.0 * GIB,
     ),
     # Huawei Ascend 910B-like NPU (Atlas 800T A2 node). Public figures (Huawei Atlas 800T A2
     # product page and third-party reviews): ~313 TFLOPS FP16, 64 GB HBM2e at ~1.6 TB/s, HCCS
-    # 392 GB/s per chip. "Like" because exact SKUs (910B1-B4) differ; these are round values.
+    # 392 GB/s per chip (7 links x 56 GB/s, bidirectional aggregate: 196 GB/s per direction).
+    # "Like" because exact SKUs (910B1-B4) differ; these are round values.
     "ascend910b": HardwareProfile(
         name="ascend910b",
         description="Ascend-910B-like NPU 64GB",
@@ -123,15 +132,24 @@ HARDWARE: dict[str, HardwareProfile] = {
         peak_flops=313e12,
         mem_bandwidth=1.6e12,
         memory_bytes=64e9,
-        link_bandwidth=392e9,
+        link_bandwidth=196e9,
         # HCCL small all-reduce across 8 chips: tens of microseconds (vendor tuning guides
         # recommend HCCL_OP_EXPANSION_MODE=AIV to cut it); order-of-magnitude value.
         collective_latency_s=60e-6,
         compute_efficiency=0.45,
         bandwidth_efficiency=0.70,
-        # Eager (single-op) mode on the NPU is host-bound: a few ms per step; graph mode cuts it.
-        graph_step_overhead_s=4e-3,
-        eager_step_overhead_s=12e-3,
+        # Eager (single-op) mode on the NPU is host-bound: every operator is dispatched from the
+        # host (aclnn), ~125 us per layer (12 ms per step on an 80-layer 70B); graph mode cuts it.
+        graph_step_overhead_s=2e-3,
+        eager_launch_per_layer_s=125e-6,
+        # 0.9 ms per sequence, ~22x the GPU value: a calibrated, not a datasheet, number. The
+        # seed article pins it: its generation rate fixes a 16-sequence decode step at ~52 ms,
+        # and its +6% throughput from chunked prefill fixes a 1-sequence prefill-only step at
+        # ~0.8 of that. A per-step cost cannot produce that split (it would cost the prefill
+        # step as much as the decode step); a per-sequence one does. The assumed mechanism is
+        # host-side per-sequence work in eager single-op mode (sampling and its metadata,
+        # block tables, detokenisation in Python) on the node's slower aarch64 host cores; no
+        # public per-sequence measurement of vllm-ascend exists to cite.
         per_seq_overhead_s=0.9e-3,
         runtime_reserved_bytes=3.0 * GIB,
     ),

@@ -2,7 +2,14 @@
 
 The engine loop computes each step's duration from the model, sleeps until the step's absolute
 end time (steps are chained on absolute deadlines, so timer lateness never accumulates), then
-releases that step's tokens to the waiting request handlers, one SSE chunk per token.
+releases that step's tokens to the waiting request handlers, one SSE chunk per token. The loop
+yields to the event loop after every step, even when it runs late and catches up, so request
+handlers are never starved; when the engine has work but schedules nothing it waits for a new
+request or an abort instead of spinning.
+
+A chat stream's role-only chunk goes out immediately before the first content chunk, as vLLM
+sends it with the first output; a client that disconnects mid-stream is aborted quietly (its
+sequence leaves the engine, no traceback is logged).
 """
 
 from __future__ import annotations
@@ -84,11 +91,13 @@ class SimServer:
             start = now if next_start is None or now - next_start > _RESYNC_S * 1e9 else next_start
             result = engine.step(start)
             if result is None:
-                await asyncio.sleep(0)
+                # Work but nothing schedulable: wait for a new request or an abort.
+                self._wake.clear()
+                await self._wake.wait()
+                next_start = None
                 continue
             delay = self._t0 + result.end_ns / 1e9 - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await asyncio.sleep(max(delay, 0.0))  # always yield, even when catching up
             next_start = result.end_ns
             for seq in result.emitted:
                 event = self._events.get(seq.rid)
@@ -153,17 +162,21 @@ class SimServer:
             delay = engine.frontend.next_ns()
             if delay:
                 await asyncio.sleep(delay / 1e9)
-            engine.add(seq)
+            engine.add(seq, self._now_ns())
             self._wake.set()
             if req.stream:
                 return await self._stream(request, req, seq, event)
             return await self._whole(request, req, seq, event)
-        except (asyncio.CancelledError, ConnectionResetError):
-            if seq.state in (SeqState.WAITING, SeqState.RUNNING):
-                engine.abort(seq)
+        except asyncio.CancelledError:
+            self._abort(seq)
             raise
         finally:
             self._events.pop(rid, None)
+
+    def _abort(self, seq: Seq) -> None:
+        if seq.state in (SeqState.WAITING, SeqState.RUNNING):
+            self.engine.abort(seq)
+            self._wake.set()
 
     async def _stream(
         self, request: web.Request, req: ParsedRequest, seq: Seq, event: asyncio.Event
@@ -172,26 +185,29 @@ class SimServer:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(request)
-        if req.chat:
-            await resp.write(chunk(req, None, role=True))
         sent = 0
-        while True:
-            await event.wait()
-            event.clear()
-            if self.engine.crashed and seq.state != SeqState.FINISHED:
-                self._cut(request)
-                return resp
-            available = len(seq.times)
-            while sent < available:
-                last = sent + 1 == seq.max_tokens
-                await resp.write(chunk(req, token_text(sent), "length" if last else None))
-                sent += 1
-            if sent >= seq.max_tokens:
-                break
-        if req.include_usage:
-            await resp.write(chunk(req, None, usage=(seq.prompt_len, sent)))
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
+        try:
+            while True:
+                await event.wait()
+                event.clear()
+                if self.engine.crashed and seq.state != SeqState.FINISHED:
+                    self._cut(request)
+                    return resp
+                available = len(seq.times)
+                if sent == 0 and available and req.chat:
+                    await resp.write(chunk(req, None, role=True))  # with the first token
+                while sent < available:
+                    last = sent + 1 == seq.max_tokens
+                    await resp.write(chunk(req, token_text(sent), "length" if last else None))
+                    sent += 1
+                if sent >= seq.max_tokens:
+                    break
+            if req.include_usage:
+                await resp.write(chunk(req, None, usage=(seq.prompt_len, sent)))
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except ConnectionResetError:  # the client went away: abort quietly, as vLLM does
+            self._abort(seq)
         return resp
 
     async def _whole(

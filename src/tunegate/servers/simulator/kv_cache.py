@@ -3,7 +3,8 @@
 Simplification (documented): blocks of a shared prefix are counted once per sequence (no
 memory sharing); prefix caching saves the prefill *compute* of cached full blocks. Cached
 blocks live in free memory, so the cache holds at most as many blocks as are free and is
-evicted least-recently-used first.
+evicted least-recently-used first: every allocation that shrinks the free pool evicts at once,
+so a lookup never hits a block whose memory has been handed to another sequence.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class BlockManager:
             return False
         self.free -= need
         seq.blocks += need
+        if len(self._cache) > self.free:
+            self.trim()
         return True
 
     def release(self, seq: Seq) -> None:

@@ -5,7 +5,11 @@ A step's duration is multiplied by ``window_factor(k) * drift(t) * jitter``:
 * ``window_factor``: lognormal with sigma ``sigma`` (default 2%), drawn once per window of
   ``window_s`` seconds of engine time (default 900 s, longer than one benchmark run, so one run
   sees about one draw: run-to-run noise of about ``sigma``, what the seed article reports).
-* ``drift``: ``1 + drift_per_hour * t / 3600``: slow slowdown (thermal state, fragmentation).
+* ``drift``: ``1 + drift_per_hour * (elapsed_before_s + t) / 3600``: slow slowdown (thermal
+  state, fragmentation) as a function of **machine age**, not of this engine's clock:
+  ``elapsed_before_s`` is how long the machine had been running before this run started, so a
+  sequence of runs that passes the accumulated time sees a steady trend across runs (what a drift
+  detector must find). Window draws are indexed by engine time of this run.
 * ``jitter``: per-step lognormal with sigma ``step_jitter`` (averages out within a run).
 
 With ``enabled=False`` every factor is exactly 1: the ground truth.
@@ -13,6 +17,7 @@ With ``enabled=False`` every factor is exactly 1: the ground truth.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +40,12 @@ class NoiseConfig:
 class NoiseModel:
     """Seeded multiplicative noise for step durations.
 
+    Args:
+        config: Noise parameters.
+        seed: An integer or a sequence of integers (e.g. ``(seed, repeat, config_key)``).
+        enabled: ``False``: every factor is exactly 1.
+        elapsed_before_s: Machine age at engine time 0 (drift only).
+
     Example:
         >>> m = NoiseModel(NoiseConfig(), seed=1)
         >>> round(m.factor(0.0), 6) == round(NoiseModel(NoiseConfig(), seed=1).factor(0.0), 6)
@@ -43,11 +54,22 @@ class NoiseModel:
         1.0
     """
 
-    def __init__(self, config: NoiseConfig, seed: int, *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        config: NoiseConfig,
+        seed: int | Sequence[int],
+        *,
+        enabled: bool = True,
+        elapsed_before_s: float = 0.0,
+    ) -> None:
+        if elapsed_before_s < 0:
+            raise ValueError(f"elapsed_before_s must be >= 0, got {elapsed_before_s}")
         self.config = config
         self.enabled = enabled
-        self._window_rng = np.random.default_rng([seed, 1])
-        self._jitter_rng = np.random.default_rng([seed, 2])
+        self.elapsed_before_s = float(elapsed_before_s)
+        key = [seed] if isinstance(seed, int) else list(seed)
+        self._window_rng = np.random.default_rng([*key, 1])
+        self._jitter_rng = np.random.default_rng([*key, 2])
         self._windows: list[float] = []
         self._jitter: list[float] = []
         self._pos = 0
@@ -68,8 +90,19 @@ class NoiseModel:
             self._pos = 0
         jitter = self._jitter[self._pos]
         self._pos += 1
-        drift = 1.0 + self.config.drift_per_hour * t_s / 3600.0
-        return self.window_factor(t_s) * drift * jitter
+        return self.window_factor(t_s) * self.drift(t_s) * jitter
+
+    def drift(self, t_s: float) -> float:
+        """Drift factor at engine time ``t_s`` (machine age ``elapsed_before_s + t_s``).
+
+        Example:
+            >>> m = NoiseModel(NoiseConfig(drift_per_hour=0.01), 0, elapsed_before_s=7200.0)
+            >>> round(m.drift(0.0), 4)
+            1.02
+        """
+        if not self.enabled:
+            return 1.0
+        return 1.0 + self.config.drift_per_hour * (self.elapsed_before_s + t_s) / 3600.0
 
 
 class FrontendLatency:
@@ -84,10 +117,11 @@ class FrontendLatency:
         1000000000
     """
 
-    def __init__(self, mean_s: float, sigma: float, seed: int) -> None:
+    def __init__(self, mean_s: float, sigma: float, seed: int | Sequence[int]) -> None:
         self.mean_s = mean_s
         self.sigma = sigma
-        self._rng = np.random.default_rng([seed, 3])
+        key = [seed] if isinstance(seed, int) else list(seed)
+        self._rng = np.random.default_rng([*key, 3])
         self._buf: list[int] = []
         self._pos = 0
 

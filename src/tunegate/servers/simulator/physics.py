@@ -1,21 +1,28 @@
 """Roofline cost model: how long one engine step takes, and how much KV cache fits.
 
-Step time (seconds)::
+Step time (seconds), a roofline **per kernel class**, because on a GPU/NPU the GEMMs and the
+attention kernels of a layer run one after the other, not overlapped::
 
-    t = host_overhead + max(t_compute, t_memory) + t_allreduce
+    t = host_overhead + max(t_gemm_compute, t_weights) + max(t_attn_compute, t_kv) + t_allreduce
 
-* ``t_compute`` = FLOPs per chip / (peak FLOP/s x efficiency); FLOPs = 2 x params x tokens
-  (every scheduled token, prefill or decode) + attention (4 x layers x heads x dim x q x ctx),
-  divided by ``tensor_parallel_size``. Prefill is compute-bound: its cost grows with tokens.
-* ``t_memory`` = (weight bytes + KV bytes read) per chip / (bandwidth x efficiency). Decode is
-  memory-bound: one step reads all weights however few tokens it computes.
-* ``t_allreduce`` (TP > 1): 2 all-reduces per layer, each ``latency x env factor +
-  2 (tp-1)/tp x activation bytes / link bandwidth``.
-* ``host_overhead``: per-step launch cost (eager >> graphs; ``TASK_QUEUE_ENABLE`` scales it on
-  the NPU) plus a per-sequence cost.
+* ``t_gemm_compute`` = 2 x params x tokens / tp / (peak FLOP/s x efficiency), every scheduled
+  token (prefill or decode); ``t_weights`` = weight bytes / tp / (bandwidth x efficiency). Prefill
+  is compute-bound (its cost grows with tokens); decode is memory-bound (one step reads all
+  weights however few tokens it computes).
+* ``t_attn_compute`` = 4 x layers x heads x dim x sum(query x context) / tp / (peak x
+  efficiency), each query token against its own context (a prefill chunk's prefix included, once);
+  ``t_kv`` = KV bytes read / tp / (bandwidth x efficiency): decode contexts and prefill prefixes.
+* ``t_allreduce`` (TP > 1): 2 all-reduces per layer, costed in :mod:`.comm` (NCCL's protocol
+  model on NVIDIA, ``NCCL_PROTO``; HCCL latency x ``HCCL_OP_EXPANSION_MODE`` on the NPU).
+* ``host_overhead``: per-step host cost (graphs), plus in eager mode a launch cost per
+  transformer layer (``TASK_QUEUE_ENABLE`` scales it on the NPU), plus a per-sequence cost.
 
 KV capacity per chip = ``gpu_memory_utilization`` x capacity - weights / tp - activation peak -
 runtime reserve, as vLLM's memory profiler computes it.
+
+Start-up checks (as vLLM's): with chunked prefill off, ``max_num_batched_tokens`` below
+``max_model_len`` is a :class:`~tunegate.errors.ConfigError` (a long prompt, or a preempted
+sequence's recompute of prompt + generated tokens, could never be scheduled).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunegate.errors import ConfigError, ServerError
+from tunegate.servers.simulator.comm import AllReduceModel
 from tunegate.servers.simulator.engine_config import EngineConfig
 from tunegate.servers.simulator.hardware import GIB, HardwareProfile, get_hardware
 from tunegate.servers.simulator.models import ModelProfile, get_model
@@ -70,6 +78,15 @@ class Physics:
                 f"model's {self.model.max_position_embeddings}"
             )
         self.max_num_batched_tokens = config.effective_max_num_batched_tokens(self.max_model_len)
+        if not config.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ConfigError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
+                f"max_model_len ({self.max_model_len}) with enable_chunked_prefill=False: a "
+                "prompt, or a preempted sequence's recompute of prompt + generated tokens, longer "
+                "than the token budget could never be scheduled. Increase max_num_batched_tokens "
+                f"to at least {self.max_model_len}, decrease max_model_len, or set "
+                "enable_chunked_prefill=true."
+            )
         hw, m, tp = self.hw, self.model, self.tp
         self._flops_per_token = 2.0 * m.params / tp
         self._attn_coeff = 4.0 * m.num_layers * m.num_attention_heads * m.head_dim / tp
@@ -81,18 +98,19 @@ class Physics:
         self._kv_time_per_token = (
             m.kv_bytes_per_token / tp / (hw.mem_bandwidth * hw.bandwidth_efficiency)
         )
-        if tp > 1:
-            env = "NCCL_ALGO" if hw.vendor == "nvidia" else "HCCL_OP_EXPANSION_MODE"
-            latency = hw.collective_latency_s * config.env_factor(env)
-            n_ops = 2 * m.num_layers
-            self._comm_fixed = n_ops * latency
-            self._comm_per_token = (
-                n_ops * m.hidden_size * m.dtype_bytes * 2.0 * (tp - 1) / tp / hw.link_bandwidth
-            )
-        else:
-            self._comm_fixed = 0.0
-            self._comm_per_token = 0.0
-        step = hw.eager_step_overhead_s if config.enforce_eager else hw.graph_step_overhead_s
+        nvidia = hw.vendor == "nvidia"
+        self.comm = AllReduceModel(
+            tp=tp,
+            n_ops=2 * m.num_layers,
+            bytes_per_token=m.hidden_size * m.dtype_bytes,
+            link_bandwidth=hw.link_bandwidth,
+            nccl_protocols=config.nccl_protocols() if nvidia else None,
+            fixed_latency_s=hw.collective_latency_s * config.env_factor("HCCL_OP_EXPANSION_MODE"),
+        )
+        self._has_comm = tp > 1
+        step = hw.graph_step_overhead_s
+        if config.enforce_eager:
+            step += hw.eager_launch_per_layer_s * m.num_layers
         if hw.vendor == "huawei":
             step *= config.env_factor("TASK_QUEUE_ENABLE")
         self._step_overhead = step
@@ -151,7 +169,7 @@ class Physics:
     def step_time(
         self,
         prefill_tokens: int,
-        prefill_attn: float,
+        attn_tokens: float,
         prefill_short_tokens: int,
         num_seqs: int,
         decode_seqs: int,
@@ -161,22 +179,27 @@ class Physics:
 
         Args:
             prefill_tokens: Prompt tokens computed this step (all chunks).
-            prefill_attn: Sum over prefill chunks of ``chunk x mean context``.
+            attn_tokens: Sum over every scheduled query token of its context length:
+                ``chunk x (prefix + chunk / 2)`` per prefill chunk, ``context`` per decode.
             prefill_short_tokens: Prefill tokens on the pathological slow path.
             num_seqs: Sequences scheduled (prefill + decode).
             decode_seqs: Sequences decoding one token each.
-            kv_read_tokens: KV tokens read by attention (decode contexts + prefill prefixes).
+            kv_read_tokens: Cached KV tokens attention reads from memory (decode contexts and
+                prefill prefixes).
         """
         tokens = prefill_tokens + decode_seqs
-        flops = self._flops_per_token * tokens + self._attn_coeff * (prefill_attn + kv_read_tokens)
-        t_compute = flops / self._compute_rate
+        t_gemm = self._flops_per_token * tokens / self._compute_rate
         if prefill_short_tokens and self._patho_active:
             slow = self._flops_per_token * prefill_short_tokens
-            t_compute += slow / self._patho_rate - slow / self._compute_rate
-        t_memory = self._weight_time + self._kv_time_per_token * kv_read_tokens
-        gemm = t_compute if t_compute > t_memory else t_memory
-        comm = self._comm_fixed + self._comm_per_token * tokens if self._comm_fixed else 0.0
-        return self._step_overhead + self._seq_overhead * num_seqs + gemm + comm
+            t_gemm += slow / self._patho_rate - slow / self._compute_rate
+        if t_gemm < self._weight_time:
+            t_gemm = self._weight_time
+        t_attn = self._attn_coeff * attn_tokens / self._compute_rate
+        t_kv = self._kv_time_per_token * kv_read_tokens
+        if t_attn < t_kv:
+            t_attn = t_kv
+        comm = self.comm.time(tokens) if self._has_comm else 0.0
+        return self._step_overhead + self._seq_overhead * num_seqs + t_gemm + t_attn + comm
 
     def prefill_time(self, prompt_tokens: int) -> float:
         """One prompt prefilled alone (no decodes), seconds."""
@@ -186,4 +209,4 @@ class Physics:
 
     def decode_time(self, batch: int, context: int) -> float:
         """One decode step of ``batch`` sequences of ``context`` tokens each, seconds."""
-        return self.step_time(0, 0.0, 0, batch, batch, batch * context)
+        return self.step_time(0, float(batch * context), 0, batch, batch, batch * context)

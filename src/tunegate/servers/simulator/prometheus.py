@@ -3,6 +3,19 @@
 Names follow vLLM's ``/metrics`` (V1 names, plus V0's ``vllm:gpu_cache_usage_perc`` for older
 scrapers). Histogram buckets are vLLM's. The same object backs the HTTP ``/metrics`` endpoint and
 :attr:`VirtualRun.server_metrics`, so both paths expose identical counters.
+
+Definitions, as vLLM's:
+
+* ``vllm:prompt_tokens_total`` counts each request's prompt length once, when its first token
+  is produced (prefix-cache hits included, recompute after preemption not counted again).
+* ``vllm:request_queue_time_seconds`` is the time in the scheduler's WAITING queue: from
+  entering the scheduler to first being scheduled.
+
+The simulator's own series (``tunegate_sim:`` prefix, not vLLM's) report what vLLM has no name
+for: ``tunegate_sim:prefill_tokens_computed_total`` (prefill tokens actually computed: excludes
+prefix-cache hits, includes recompute) and ``tunegate_sim:request_frontend_time_seconds`` (the
+scenario's host-side front-end latency between arrival and entering the scheduler; part of TTFT
+and E2EL, not of queue time).
 """
 
 from __future__ import annotations
@@ -156,6 +169,7 @@ class ServerMetrics:
             "vllm:num_preemptions_total": 0.0,
             "vllm:prefix_cache_queries_total": 0.0,
             "vllm:prefix_cache_hits_total": 0.0,
+            "tunegate_sim:prefill_tokens_computed_total": 0.0,
         }
         self.success: dict[str, float] = {"length": 0.0, "stop": 0.0, "abort": 0.0}
         h = Histogram
@@ -164,6 +178,11 @@ class ServerMetrics:
         self.itl = h("vllm:inter_token_latency_seconds", "Inter-token latency.", _TPOT_BUCKETS)
         self.e2e = h("vllm:e2e_request_latency_seconds", "End-to-end latency.", _REQUEST_BUCKETS)
         self.queue = h("vllm:request_queue_time_seconds", "Time in WAITING.", _REQUEST_BUCKETS)
+        self.frontend = h(
+            "tunegate_sim:request_frontend_time_seconds",
+            "Host-side front-end time before the scheduler (simulator only).",
+            _REQUEST_BUCKETS,
+        )
         self.inference = h(
             "vllm:request_inference_time_seconds", "Time in RUNNING.", _REQUEST_BUCKETS
         )
@@ -177,6 +196,7 @@ class ServerMetrics:
             self.itl,
             self.e2e,
             self.queue,
+            self.frontend,
             self.inference,
             self.prefill,
             self.decode,
@@ -184,15 +204,31 @@ class ServerMetrics:
             self.gen_tokens,
         ]
 
-    def on_step(self, running: int, waiting: int, kv_usage: float, prompt: int, gen: int) -> None:
-        """Update gauges and token counters after a step."""
+    def on_step(
+        self, running: int, waiting: int, kv_usage: float, prompt: int, computed: int, gen: int
+    ) -> None:
+        """Update gauges and token counters after a step.
+
+        Args:
+            running: Sequences running after the step.
+            waiting: Sequences waiting after the step.
+            kv_usage: KV-cache usage, 0-1.
+            prompt: Prompt lengths of requests that produced their first token this step.
+            computed: Prefill tokens computed this step.
+            gen: Tokens generated this step.
+        """
+        self.set_gauges(running, waiting, kv_usage)
+        self.counters["vllm:prompt_tokens_total"] += prompt
+        self.counters["tunegate_sim:prefill_tokens_computed_total"] += computed
+        self.counters["vllm:generation_tokens_total"] += gen
+
+    def set_gauges(self, running: int, waiting: int, kv_usage: float) -> None:
+        """Set the scheduler-state gauges."""
         g = self.gauges
         g["vllm:num_requests_running"] = running
         g["vllm:num_requests_waiting"] = waiting
         g["vllm:kv_cache_usage_perc"] = kv_usage
         g["vllm:gpu_cache_usage_perc"] = kv_usage
-        self.counters["vllm:prompt_tokens_total"] += prompt
-        self.counters["vllm:generation_tokens_total"] += gen
 
     def on_finish(self, seq: Seq, reason: str = "length") -> None:
         """Record a finished request's histograms (engine-clock ns timestamps)."""
@@ -203,7 +239,8 @@ class ServerMetrics:
         first, finish = times[0], seq.finish_ns
         self.ttft.observe((first - seq.arrival_ns) / 1e9)
         self.e2e.observe((finish - seq.arrival_ns) / 1e9)
-        self.queue.observe((seq.first_scheduled_ns - seq.arrival_ns) / 1e9)
+        self.queue.observe((seq.first_scheduled_ns - seq.enqueue_ns) / 1e9)
+        self.frontend.observe((seq.enqueue_ns - seq.arrival_ns) / 1e9)
         self.inference.observe((finish - seq.first_scheduled_ns) / 1e9)
         self.prefill.observe((first - seq.first_scheduled_ns) / 1e9)
         self.decode.observe((finish - first) / 1e9)

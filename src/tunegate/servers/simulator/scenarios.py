@@ -2,6 +2,20 @@
 
 A scenario is what a user names (``--scenario seed``); engine arguments given at run time are
 applied on top of its ``engine_defaults``.
+
+Search landscapes (noise-free, measured with ``evaluate_noise_free``; a search benchmark needs
+optima that are not at an edge of the range):
+
+* ``h100-8b``, workload ``synthetic``, 200 requests, input ``lognormal:1500,0.5,min=100,
+  max=6000``, output ``lognormal:400,0.5,min=20,max=1500``, concurrency 256, seed 1:
+  **output throughput** grows monotonically with ``max_num_seqs`` (32..256: 1773 -> 2559
+  tok/s, a plateau) and with ``gpu_memory_utilization`` up to the out-of-memory cliff, so its
+  optimum sits at an edge. **Goodput** under ``ttft:3000 tpot:40`` (``tunegate bench --goodput
+  ttft:3000 tpot:40``) has an **interior optimum** over ``max_num_seqs``: 0.74 req/s at 32, 1.54
+  at 64 and 96, 0.81 at 128, 0.44 at 256 (more sequences raise TPOT past the SLO).
+  ``tests/unit/servers/simulator/test_sim_landscape.py`` asserts this.
+* The other healthy scenarios behave alike in kind (throughput monotone, goodput under a TPOT
+  SLO peaking inside the ``max_num_seqs`` range); only ``h100-8b`` is pinned by a test.
 """
 
 from __future__ import annotations
@@ -71,11 +85,17 @@ SCENARIOS: dict[str, Scenario] = {
     # article's streamed TTFT of 1.1 s for 63-token prompts cannot come from the engine (a
     # prefill step costs ~40 ms here) nor from queueing (that would spread TTFT far wider than
     # its prefill-rate mean allows); it is modelled as host-side front-end latency (lognormal,
-    # mean 1.05 s). The pathology is mild (efficiency 0.2): the article's +6% throughput from
+    # mean 1.05 s), so about 95% of this scenario's TTFT is that fixed latency, which no engine
+    # knob changes. /metrics reports it as tunegate_sim:request_frontend_time_seconds (not as
+    # queue time) and engine info as frontend_latency_mean_s, so a search benchmark can
+    # subtract it. The pathology is mild (efficiency 0.2): the article's +6% throughput from
     # chunked prefill bounds the cost of a non-chunked prefill step to ~40 ms.
     "seed": Scenario(
         name="seed",
-        description="Seed article: Ascend-910B-like x8, 70B, TP8, eager, chunked prefill off",
+        description=(
+            "Seed article: Ascend-910B-like x8, 70B, TP8, eager, chunked prefill off; ~95% of "
+            "TTFT is a fixed 1.05 s front-end latency (frontend_latency_mean_s), not the engine"
+        ),
         hardware="ascend910b",
         model="llama-3.1-70b",
         num_devices=8,

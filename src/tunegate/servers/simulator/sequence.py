@@ -24,13 +24,16 @@ class Seq:
     last sampled token and samples the next. A preempted sequence (recompute) drops its KV and
     must prefill ``prompt_len + generated`` tokens again; its emitted tokens stay emitted.
 
-    All times are integer nanoseconds on the engine's clock.
+    All times are integer nanoseconds on the engine's clock: ``arrival_ns`` when the server
+    received the request, ``enqueue_ns`` when its front-end processing ended and it entered the
+    scheduler's waiting queue.
     """
 
     __slots__ = (
         "arrival_ns",
         "block_hashes",
         "blocks",
+        "enqueue_ns",
         "finish_ns",
         "first_scheduled_ns",
         "generated",
@@ -67,6 +70,8 @@ class Seq:
         self.blocks = 0
         self.preemptions = 0
         self.state = SeqState.WAITING
+        self.enqueue_ns = arrival_ns
+        """When the request entered the scheduler (arrival + front-end latency)."""
         self.first_scheduled_ns: int | None = None
         self.finish_ns: int | None = None
         self.times: list[int] = []

@@ -52,6 +52,7 @@ async def serve_async(
     seed: int = 0,
     noise: bool = True,
     faults: FaultConfig | None = None,
+    start_attempt: int | None = None,
     stop: asyncio.Event | None = None,
     ready: asyncio.Future[int] | None = None,
     log: _Writer | None = None,
@@ -59,7 +60,9 @@ async def serve_async(
     """Run the server until ``stop`` is set.
 
     Args:
-        scenario, engine_args, seed, noise, faults: As for :func:`run_virtual`.
+        scenario, engine_args, seed, noise, faults, start_attempt: As for :func:`run_virtual`
+            (``start_attempt``: the start-failure draw's attempt number; a launcher that
+            retries a failed start passes 1, 2, ... so each retry draws afresh).
         host, port: Where to listen (port 0 picks a free port).
         stop: Set it to shut down cleanly.
         ready: Resolved with the bound port once the server accepts connections.
@@ -70,7 +73,9 @@ async def serve_async(
         ServerError: Failed start (OOM, injected failure, port in use) or an engine crash.
     """
     out = log or sys.stderr
-    engine = Engine(scenario, engine_args, seed=seed, noise=noise, faults=faults)
+    engine = Engine(
+        scenario, engine_args, seed=seed, noise=noise, faults=faults, start_attempt=start_attempt
+    )
     info = engine.info()
     out.write(
         f"INFO simulator: scenario={info['scenario']} model={info['model']} on "
@@ -115,6 +120,7 @@ def serve(
     seed: int = 0,
     noise: bool = True,
     faults: FaultConfig | None = None,
+    start_attempt: int | None = None,
 ) -> None:
     """Blocking :func:`serve_async`; SIGINT/SIGTERM stop it cleanly."""
 
@@ -132,6 +138,7 @@ def serve(
             seed=seed,
             noise=noise,
             faults=faults,
+            start_attempt=start_attempt,
             stop=stop,
         )
 
@@ -155,11 +162,13 @@ class BackgroundServer:
         seed: int = 0,
         noise: bool = True,
         faults: FaultConfig | None = None,
+        start_attempt: int | None = None,
         start_timeout_s: float = 30.0,
     ) -> None:
         self.seed = seed
         self.noise = noise
         self.faults = faults
+        self.start_attempt = start_attempt
         self.scenario = scenario
         self.engine_args = engine_args
         self.start_timeout_s = start_timeout_s
@@ -191,6 +200,7 @@ class BackgroundServer:
                 seed=self.seed,
                 noise=self.noise,
                 faults=self.faults,
+                start_attempt=self.start_attempt,
             )
 
         try:

@@ -4,8 +4,14 @@ It plays the client's part exactly as ``tunegate.loadgen`` would over HTTP and r
 :class:`~tunegate.loadgen.records.RequestRecord` objects, with integer-nanosecond virtual
 timestamps (the run starts at 0):
 
-* ``t_send_ns`` is the arrival; closed loop (``offsets_s=None``) sends the next request the
-  instant a previous one ends; open loop sends at its offset, or when a concurrency slot frees.
+* ``t_send_ns`` is the real send time, between engine steps as often as not: open loop sends at
+  its offset; a request waiting for a concurrency slot (closed loop, ``offsets_s=None``, or a
+  capped open loop) is sent when a slot frees, that is when an earlier response ended plus the
+  client's turnaround (``client_turnaround_s``, default :data:`CLIENT_TURNAROUND_S`: reading the
+  end of the stream and writing the next request).
+* After the scenario's front-end latency the request enters the scheduler, and joins the first
+  step that **starts strictly after** it entered: a request that arrives while a step runs waits
+  for that step to end, as on a real server. An idle engine starts a step when it enters.
 * Streaming: one content event per generated token at the end of the step that produced it.
   ``stream=False``: one content event at completion (so TTFT == E2EL, exactly what a
   non-streaming benchmark measures).
@@ -17,6 +23,7 @@ timestamps (the run starts at 0):
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +32,20 @@ from tunegate.loadgen.records import CountSource, Outcome, RequestRecord
 from tunegate.servers.simulator.engine import Engine
 from tunegate.servers.simulator.faults import FaultConfig
 from tunegate.servers.simulator.prometheus import ServerMetrics
+from tunegate.servers.simulator.scenarios import Scenario
 from tunegate.servers.simulator.sequence import Seq
 from tunegate.servers.simulator.tokens import block_hashes, chars_prefix, count_prompt_tokens
 from tunegate.workload.spec import RequestSpec, Workload
 
-__all__ = ["VirtualRun", "evaluate_noise_free", "run_virtual"]
+__all__ = ["CLIENT_TURNAROUND_S", "VirtualRun", "evaluate_noise_free", "run_virtual"]
+
+CLIENT_TURNAROUND_S = 300e-6
+"""Seconds between a response's end and the next request's send on a freed slot (the client's
+own processing: closing the stream, building and writing the next request; ~0.1-0.5 ms for an
+asyncio HTTP client on loopback). It keeps a closed-loop request from joining the engine step
+that starts the instant the previous one finished, which a real client always misses."""
+
+_LYING = "engine is not ready: model executor failed (injected fault)"
 
 
 @dataclass(slots=True)
@@ -42,6 +58,7 @@ class VirtualRun:
         engine_info: Scenario, effective engine config, memory plan (as a start-up log).
         duration_ns: Virtual time from the first send to the last event.
         steps: Engine steps executed.
+        elapsed_before_s: Machine age when the run started (see :func:`run_virtual`).
     """
 
     records: list[RequestRecord]
@@ -50,6 +67,12 @@ class VirtualRun:
     duration_ns: int
     steps: int
     notes: list[str] = field(default_factory=list)
+    elapsed_before_s: float = 0.0
+
+    @property
+    def elapsed_after_s(self) -> float:
+        """Machine age when the run ended: pass it as the next run's ``elapsed_before_s``."""
+        return self.elapsed_before_s + self.duration_ns / 1e9
 
 
 def _error_record(
@@ -110,110 +133,143 @@ def _record(spec: RequestSpec, seq: Seq, stream: bool, complete: bool, t_end: in
 
 def run_virtual(
     workload: Workload,
-    scenario: str = "seed",
+    scenario: Scenario | str = "seed",
     engine_args: Mapping[str, object] | None = None,
     *,
     stream: bool = True,
     seed: int = 0,
     noise: bool = True,
     faults: FaultConfig | None = None,
+    repeat: int = 0,
+    elapsed_before_s: float = 0.0,
+    start_attempt: int | None = None,
+    client_turnaround_s: float = CLIENT_TURNAROUND_S,
 ) -> VirtualRun:
     """Benchmark a simulated engine on ``workload`` with a virtual clock.
 
     Args:
         workload: Requests and their arrival schedule.
-        scenario: A name from :func:`list_scenarios`.
+        scenario: A scenario or a name from :func:`list_scenarios`.
         engine_args: Engine flags (vLLM names; strings or typed values) over the scenario's.
         stream: Whether the simulated client streams (``False`` reproduces the broken gauge).
-        seed: Seeds noise and fault draws; same seed, same records.
-        noise: ``False`` gives the noise-free ground truth.
+        seed: Seeds noise and fault draws; same arguments, same records.
+        noise: ``False`` gives the noise-free ground truth (exactly deterministic: ``seed``,
+            ``repeat`` and ``elapsed_before_s`` then change nothing).
         faults: Faults to inject on top of the scenario's.
+        repeat: Repeat number of this measurement. The step noise is drawn from
+            ``(seed, repeat, hash of scenario + engine config)``: repeated measurements of one
+            config differ (pass ``repeat=0, 1, 2, ...``) and two configs never share a draw.
+        elapsed_before_s: Machine age at the start of this run, seconds. Drift grows with
+            machine age, so a sequence of runs that passes ``previous.elapsed_after_s`` here
+            sees drift accumulate across runs, as on one long-lived server.
+        start_attempt: Start attempt number for the start-failure draw (see :class:`Engine`).
+        client_turnaround_s: Client time from a response's end to the next send on its slot.
 
     Raises:
         ConfigError: An invalid engine argument or scenario name.
         ServerError: The engine fails to start (OOM, injected start failure, ...).
     """
-    engine = Engine(scenario, engine_args, seed=seed, noise=noise, faults=faults)
+    engine = Engine(
+        scenario,
+        engine_args,
+        seed=seed,
+        noise=noise,
+        faults=faults,
+        repeat=repeat,
+        elapsed_before_s=elapsed_before_s,
+        start_attempt=start_attempt,
+    )
     specs = workload.requests
     n = len(specs)
     records: list[RequestRecord | None] = [None] * n
     offsets = workload.schedule.offsets_s
     cap = workload.schedule.max_concurrency
-    slots = cap if cap is not None else n
+    turnaround = round(client_turnaround_s * 1e9)
     bs = engine.config.block_size
     caching = engine.config.enable_prefix_caching
     lying = engine.faults.lying_health
-    arrivals: list[tuple[int, int]] = []  # (ready_ns, index): heap of requests wanting to send
     if offsets is None:
-        arrivals = [(0, i) for i in range(n)]
+        pending = deque((0, i) for i in range(n))
     else:
-        arrivals = [(round(o * 1e9), i) for i, o in enumerate(offsets)]
-        heapq.heapify(arrivals)
+        pending = deque(sorted((round(o * 1e9), i) for i, o in enumerate(offsets)))
+    slots = [0] * min(cap if cap is not None else n, n)  # heap: when each free slot frees
     in_flight: dict[int, Seq] = {}
     entering: list[tuple[int, int, Seq]] = []  # (enter_ns, index, seq): front-end latency
-    now = 0
+    dead_at: int | None = None
     last_event = 0
-    free = slots
 
-    def release_slot() -> None:
-        nonlocal free
-        free += 1
+    def next_send() -> int | None:
+        if not pending or not slots:  # nothing left, or every slot busy until a response ends
+            return None
+        t = pending[0][0]
+        return slots[0] if slots[0] > t else t
 
-    while True:
-        # Send every request that is due and has a slot.
-        while arrivals and free > 0 and arrivals[0][0] <= now:
-            _, i = heapq.heappop(arrivals)
+    def fail(i: int, t: int, status: int | None, message: str) -> None:
+        records[i] = _error_record(specs[i], t, stream, status, message)
+        heapq.heappush(slots, t + turnaround)
+
+    def send_until(limit: int, inclusive: bool) -> None:
+        nonlocal last_event
+        while True:
+            t = next_send()
+            if t is None or t > limit or (t == limit and not inclusive):
+                return
+            _, i = pending.popleft()
+            heapq.heappop(slots)
+            last_event = max(last_event, t)
             spec = specs[i]
-            free -= 1
-            if engine.crashed:
-                records[i] = _error_record(
-                    spec, now, stream, None, "connection refused (engine crashed)"
-                )
-                release_slot()
+            if dead_at is not None and t >= dead_at:
+                fail(i, t, None, "connection refused (engine crashed)")
                 continue
             prompt_len = count_prompt_tokens(spec.prompt, spec.input_tokens)
             reason = engine.validate(prompt_len, spec.max_tokens)
             if lying:
-                reason = reason or "engine is not ready: model executor failed (injected fault)"
-                records[i] = _error_record(spec, now, stream, 500, reason)
-                release_slot()
+                fail(i, t, 500, reason or _LYING)
                 continue
             if reason is not None:
-                records[i] = _error_record(spec, now, stream, 400, reason)
-                release_slot()
+                fail(i, t, 400, reason)
                 continue
             hashes = block_hashes(spec.prompt, bs, prompt_len) if caching else None
-            seq = Seq(i, prompt_len, spec.max_tokens, now, block_hashes=hashes)
+            seq = Seq(i, prompt_len, spec.max_tokens, t, block_hashes=hashes)
             in_flight[i] = seq
-            heapq.heappush(entering, (now + engine.frontend.next_ns(), i, seq))
-        # Requests whose front-end processing is done enter the scheduler.
-        while entering and entering[0][0] <= now:
-            engine.add(heapq.heappop(entering)[2])
-        if engine.has_work() and not engine.crashed:
+            heapq.heappush(entering, (t + engine.frontend.next_ns(), i, seq))
+
+    now = 0
+    while True:
+        send_until(now, inclusive=True)
+        # Requests that entered before this step starts join it; an idle engine takes them now.
+        busy = engine.has_work()
+        while entering and (entering[0][0] < now or (not busy and entering[0][0] == now)):
+            enter_ns, _, seq = heapq.heappop(entering)
+            engine.add(seq, enter_ns)
+        if dead_at is None and engine.has_work():
             result = engine.step(now)
             if result is None:  # pragma: no cover - has_work() guarantees a batch
                 raise RuntimeError("engine had work but scheduled nothing")
-            now = result.end_ns
+            end = result.end_ns
+            send_until(end, inclusive=False)  # sent while the step ran: they join a later one
             for seq in result.finished:
                 del in_flight[seq.rid]
-                records[seq.rid] = _record(specs[seq.rid], seq, stream, True, now)
-                release_slot()
-            last_event = now
+                records[seq.rid] = _record(specs[seq.rid], seq, stream, True, end)
+                heapq.heappush(slots, end + turnaround)
+            last_event = max(last_event, end)
             if engine.crashed:
+                dead_at = end
                 for i, seq in in_flight.items():
-                    records[i] = _record(specs[i], seq, stream, False, now)
-                    release_slot()
+                    records[i] = _record(specs[i], seq, stream, False, end)
+                    heapq.heappush(slots, end + turnaround)
                 in_flight.clear()
                 entering.clear()
+            now = end
             continue
-        # Idle: jump to the next request entering the scheduler or the next sendable arrival.
+        # Idle: jump to the next request entering the scheduler or the next send.
         candidates = [entering[0][0]] if entering else []
-        if arrivals and free > 0:
-            candidates.append(arrivals[0][0])
+        t_send = next_send()
+        if t_send is not None:
+            candidates.append(t_send)
         if not candidates:
             break
         now = max(now, min(candidates))
-        last_event = max(last_event, now)
     out = [r for r in records if r is not None]
     if len(out) != n:  # pragma: no cover - every request ends in exactly one record
         raise RuntimeError(f"virtual run lost {n - len(out)} requests")
@@ -223,12 +279,13 @@ def run_virtual(
         engine_info=engine.info(),
         duration_ns=last_event,
         steps=engine.steps,
+        elapsed_before_s=engine.noise.elapsed_before_s,
     )
 
 
 def evaluate_noise_free(
     workload: Workload,
-    scenario: str = "seed",
+    scenario: Scenario | str = "seed",
     engine_args: Mapping[str, object] | None = None,
     *,
     stream: bool = True,

@@ -45,3 +45,20 @@ def test_injected_start_failure_exits_1(capsys: pytest.CaptureFixture[str]) -> N
         main(["serve", "--scenario", "fast", "--fault-start-failure-prob", "1", "--port", "0"]) == 1
     )
     assert "failed to start" in capsys.readouterr().err
+
+
+def test_start_attempt_is_passed_to_the_start_failure_draw(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["serve", "--scenario", "fast", "--fault-start-failure-prob", "1", "--port", "0"]
+    assert main([*argv, "--fault-start-attempt", "3"]) == 1
+    assert "attempt 3" in capsys.readouterr().err
+
+
+def test_chunked_prefill_off_with_a_small_budget_exits_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["serve", "--scenario", "fast", "--no-enable-chunked-prefill", "--port", "0"]
+    assert main([*argv, "--max-num-batched-tokens", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert "max_num_batched_tokens (1024)" in err and "max_model_len (4096)" in err

@@ -35,7 +35,7 @@ def test_cli_spelling_and_strings_are_converted() -> None:
         ({"tensor_parallel_size": 3}, r"tensor_parallel_size=3 .*1, 2, 4, 8"),
         ({"scheduling_policy": "lifo"}, r"scheduling_policy='lifo' .*fcfs, priority"),
         ({"enforce_eager": "maybe"}, r"enforce_eager='maybe' .*true, false"),
-        ({"env": {"NCCL_ALGO": "Star"}}, r"NCCL_ALGO='Star' .*Ring, Tree"),
+        ({"env": {"NCCL_PROTO": "Star"}}, r"NCCL_PROTO='Star' .*LL, LL128, Simple"),
         ({"env": "NOEQUALS"}, r"NAME=VALUE"),
     ],
 )

@@ -105,7 +105,11 @@ def test_tiny_kv_cache_forces_preemption_and_recompute(workload) -> None:  # typ
     assert all(r.outcome.is_success and r.output_tokens == 120 for r in run.records)
     roomy = run_virtual(wl, "h100-8b", {"max_model_len": 512}, noise=False)
     assert roomy.server_metrics.counters["vllm:num_preemptions_total"] == 0
-    # Recompute costs prefill work: more prompt tokens were processed than were sent.
+    # Recompute costs prefill work: more prefill tokens were computed than were sent ...
     sent = 32 * 200
-    assert run.server_metrics.counters["vllm:prompt_tokens_total"] > sent
+    computed = "tunegate_sim:prefill_tokens_computed_total"
+    assert run.server_metrics.counters[computed] > sent
+    assert roomy.server_metrics.counters[computed] == sent
+    # ... while vLLM's prompt counter counts each prompt once, recompute or not.
+    assert run.server_metrics.counters["vllm:prompt_tokens_total"] == sent
     assert roomy.server_metrics.counters["vllm:prompt_tokens_total"] == sent

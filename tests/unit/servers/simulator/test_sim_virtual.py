@@ -11,6 +11,7 @@ from tunegate.loadgen.records import CountSource, Outcome
 from tunegate.servers.simulator import FaultConfig, evaluate_noise_free, run_virtual
 from tunegate.servers.simulator.seed_table import article_table
 from tunegate.servers.simulator.tokens import chars_prefix
+from tunegate.servers.simulator.virtual import CLIENT_TURNAROUND_S
 
 
 def test_streamed_records_have_one_event_per_token(workload) -> None:  # type: ignore[no-untyped-def]
@@ -35,8 +36,9 @@ def test_closed_loop_keeps_concurrency_and_sends_when_a_slot_frees(workload) -> 
     recs = run_virtual(wl, "fast", noise=False).records
     assert [r.t_send_ns for r in recs[:4]] == [0, 0, 0, 0]
     ends = sorted(r.t_end_ns for r in recs)
-    # Each later request is sent exactly when an earlier one ended.
-    assert sorted(r.t_send_ns for r in recs[4:]) == ends[:8]
+    # Each later request is sent when an earlier one ended, plus the client's turnaround.
+    turnaround = round(CLIENT_TURNAROUND_S * 1e9)
+    assert sorted(r.t_send_ns for r in recs[4:]) == [e + turnaround for e in ends[:8]]
 
 
 def test_open_loop_sends_at_offsets(workload) -> None:  # type: ignore[no-untyped-def]

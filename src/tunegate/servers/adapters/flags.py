@@ -1,0 +1,164 @@
+"""How engine parameters become command-line flags: one set of rules per engine.
+
+A parameter name may be given in any spelling (``max_num_seqs``, ``max-num-seqs``,
+``--max-num-seqs``); it is normalised to snake case, then rendered in the engine's style:
+
+* ``name_style``: ``kebab`` (``--max-num-seqs``) or ``snake`` (``--n_ctx``);
+* ``bool_style``: ``negate`` (``--flag`` / ``--no-flag``, argparse's BooleanOptionalAction),
+  ``value`` (``--flag true`` / ``--flag false``, words configurable), or ``omit``
+  (``--flag`` / nothing: store_true flags that have no negative form);
+* ``aliases``: exact flags for some names (llama-server's ``-np``, ``-c``, ``-t``);
+* ``None`` means "the engine's default": the flag is left out; a list repeats its values after
+  one flag (``--flag a b``).
+
+Upper-case names (``NCCL_ALGO``) are environment variables, not flags: see :func:`split_params`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tunegate.errors import ConfigError
+
+__all__ = ["BoolStyle", "FlagRules", "NameStyle", "normalise_name", "split_params"]
+
+BoolStyle = Literal["negate", "value", "omit"]
+NameStyle = Literal["kebab", "snake"]
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_RESERVED = ("model", "host", "port")
+
+
+def normalise_name(raw: str, *, adapter: str) -> str:
+    """``--max-num-seqs`` / ``max-num-seqs`` / ``max_num_seqs`` -> ``max_num_seqs``.
+
+    Raises:
+        ConfigError: The name is not a plain flag name.
+    """
+    name = raw.strip().lstrip("-")
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"{adapter}: parameter name {raw!r} is invalid; use a flag name such as "
+            "max_num_seqs or an upper-case environment variable"
+        )
+    return name if name.isupper() else name.replace("-", "_")
+
+
+def split_params(
+    params: Mapping[str, object], *, adapter: str
+) -> tuple[dict[str, object], dict[str, str]]:
+    """Split a config's parameters into engine flags and environment variables.
+
+    Upper-case names (``NCCL_ALGO``, ``VLLM_ATTENTION_BACKEND``) are environment variables; the
+    rest are flags, keyed by their snake-case name. ``model``, ``host`` and ``port`` belong to
+    the server config itself, not to its parameters.
+
+    Raises:
+        ConfigError: A reserved or malformed name, or two spellings of one flag.
+    """
+    flags: dict[str, object] = {}
+    env: dict[str, str] = {}
+    for raw, value in params.items():
+        name = normalise_name(raw, adapter=adapter)
+        if name.isupper():
+            env[name] = _env_value(name, value, adapter)
+            continue
+        if name in _RESERVED:
+            raise ConfigError(
+                f"{adapter}: {name!r} is part of the server config (ServerConfig.{name}), "
+                "not an engine parameter; set it there"
+            )
+        if name in flags:
+            raise ConfigError(f"{adapter}: parameter {name!r} is given twice ({raw!r})")
+        flags[name] = value
+    return flags, env
+
+
+def _env_value(name: str, value: object, adapter: str) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ConfigError(
+        f"{adapter}: environment variable {name}={value!r} is invalid; use a string or number"
+    )
+
+
+def _scalar(value: object, flag: str, adapter: str) -> str:
+    if isinstance(value, bool):  # only inside a list: a bool flag is handled by the rules
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(f"{adapter}: {flag}={value!r} is invalid; use a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        if "\n" in value or "\x00" in value:
+            raise ConfigError(f"{adapter}: {flag} value must be one line without NUL bytes")
+        return value
+    raise ConfigError(
+        f"{adapter}: {flag}={value!r} is invalid; use a string, number, boolean, list or None"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FlagRules:
+    """An engine's flag spelling (see the module docstring).
+
+    Attributes:
+        prefix: Put before a rendered name (``--``).
+        name_style: ``kebab`` or ``snake``.
+        bool_style: ``negate``, ``value`` or ``omit``.
+        true_false: Words for ``bool_style="value"`` (``("true", "false")``, ``("True",
+            "False")``, ``("on", "off")``, ...).
+        negate_prefix: Put between ``prefix`` and the name for a false ``negate`` bool.
+        aliases: Snake-case parameter name -> the exact flag to use instead.
+    """
+
+    prefix: str = "--"
+    name_style: NameStyle = "kebab"
+    bool_style: BoolStyle = "negate"
+    true_false: tuple[str, str] = ("true", "false")
+    negate_prefix: str = "no-"
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def flag(self, name: str) -> str:
+        """The flag for snake-case ``name``."""
+        if name in self.aliases:
+            return self.aliases[name]
+        return self.prefix + (name.replace("_", "-") if self.name_style == "kebab" else name)
+
+    def render(self, flags: Mapping[str, object], *, adapter: str = "server") -> list[str]:
+        """Flags (snake-case name -> value) as argv items, in the mapping's order.
+
+        Raises:
+            ConfigError: A value that has no command-line form; names the adapter and flag.
+        """
+        argv: list[str] = []
+        for name, value in flags.items():
+            flag = self.flag(name)
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                argv += self._bool(name, flag, value)
+            elif isinstance(value, Sequence) and not isinstance(value, str):
+                argv += [flag, *(_scalar(v, flag, adapter) for v in value)]
+            else:
+                argv += [flag, _scalar(value, flag, adapter)]
+        return argv
+
+    def _bool(self, name: str, flag: str, value: bool) -> list[str]:
+        # An aliased name's negative form is spelled out in full: --no-cont-batching.
+        if self.bool_style == "value":
+            return [flag, self.true_false[0 if value else 1]]
+        if value:
+            return [flag]
+        if self.bool_style == "omit":
+            return []
+        rendered = name.replace("_", "-") if self.name_style == "kebab" else name
+        return [self.prefix + self.negate_prefix + rendered]

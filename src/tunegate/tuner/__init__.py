@@ -1,0 +1,38 @@
+"""The tuner: durable storage (atomic files, lease, journal, decision log) and the state machine.
+
+Storage modules, upstream of the state machine:
+
+- :mod:`~tunegate.tuner.atomic`: atomic, durable file replacement (kept config, summary).
+- :mod:`~tunegate.tuner.holder`, :mod:`~tunegate.tuner.lease`: one run per service.
+- :mod:`~tunegate.tuner.digest`: canonical JSON and SHA-256 digests.
+- :mod:`~tunegate.tuner.journal`: append-only checksummed JSONL.
+- :mod:`~tunegate.tuner.decisions`: ``decisions.jsonl``, replayable.
+"""
+
+from __future__ import annotations
+
+from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from tunegate.tuner.decisions import Decision, DecisionKind, DecisionLog, replay_decisions
+from tunegate.tuner.digest import canonical_json, digest
+from tunegate.tuner.holder import LeaseRecord
+from tunegate.tuner.journal import Journal, JournalRecord, read_journal
+from tunegate.tuner.lease import Lease, fenced_write_bytes, fenced_write_json
+
+__all__ = [
+    "Decision",
+    "DecisionKind",
+    "DecisionLog",
+    "Journal",
+    "JournalRecord",
+    "Lease",
+    "LeaseRecord",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "canonical_json",
+    "digest",
+    "fenced_write_bytes",
+    "fenced_write_json",
+    "read_journal",
+    "replay_decisions",
+]

@@ -1,0 +1,105 @@
+"""Atomic file replacement: a reader sees the old content or the new, never a mix.
+
+The recipe (the only one POSIX makes durable across a crash or a power cut):
+
+1. write the new bytes to a temporary file in the *same directory* (``os.replace`` is atomic
+   only within one filesystem);
+2. flush and ``fsync`` the temporary file, so its data is on disk before its name is;
+3. ``os.replace`` it over the target (an atomic rename);
+4. ``fsync`` the directory, so the rename itself survives a crash.
+
+A crash before step 3 leaves the old file and, at worst, a stray ``.<name>.*.tmp`` beside it;
+a crash after it leaves the new file. Used for the kept config and ``summary.json``.
+
+Example:
+    >>> import json, tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "summary.json"
+    >>> atomic_write_json(target, {"status": "converged", "rounds": 12})
+    >>> json.loads(target.read_text())["rounds"]
+    12
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "fsync_directory"]
+
+StrPath = str | os.PathLike[str]
+
+
+def fsync_directory(directory: StrPath) -> None:
+    """Flush a directory's entries (creations, renames, removals) to disk.
+
+    Args:
+        directory: The directory whose entries must survive a crash.
+    """
+    fd = os.open(os.fspath(directory), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: StrPath, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` atomically and durably.
+
+    Args:
+        path: The file to create or replace. Its directory must exist.
+        data: The complete new content.
+        mode: Permission bits of the new file (``mkstemp`` would create it ``0o600``).
+
+    Raises:
+        OSError: When the directory is not writable or the disk is full; the old content is
+            then untouched and the temporary file removed.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    fsync_directory(directory)
+
+
+def atomic_write_text(path: StrPath, text: str, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with UTF-8 ``text`` atomically; see :func:`atomic_write_bytes`.
+
+    Args:
+        path: The file to create or replace.
+        text: The complete new content.
+        mode: Permission bits of the new file.
+    """
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_write_json(path: StrPath, obj: Any, *, indent: int | None = 2) -> None:
+    """Serialise ``obj`` as JSON and replace ``path`` with it atomically.
+
+    NaN and infinities are refused (``allow_nan=False``): they are not JSON, and a summary a
+    strict reader cannot parse is as bad as a torn one. Key order is the caller's.
+
+    Args:
+        path: The file to create or replace.
+        obj: Any JSON-serialisable value.
+        indent: Indentation for humans; ``None`` writes one line.
+
+    Raises:
+        ValueError: ``obj`` holds NaN or an infinity (nothing is written).
+        TypeError: ``obj`` holds a value JSON cannot represent (nothing is written).
+    """
+    text = json.dumps(obj, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+    atomic_write_text(path, text)

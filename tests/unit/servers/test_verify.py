@@ -1,0 +1,100 @@
+"""Post-start verification: each step passes, fails or is skipped with its reason."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from tunegate.servers.simulator import BackgroundServer, FaultConfig
+from tunegate.servers.verify import (
+    AcceleratorReading,
+    StepResult,
+    StepStatus,
+    VerificationReport,
+    probe_accelerator_memory,
+    verify_server,
+)
+
+MODEL = "llama-3.1-8b"
+
+
+def _gpu(*used: float) -> AcceleratorReading:
+    return AcceleratorReading("nvidia-smi", used)
+
+
+def test_usable_needs_every_step_that_ran_to_pass() -> None:
+    ok = StepResult("healthy", StepStatus.PASSED, "")
+    skip = StepResult("accelerator_memory", StepStatus.SKIPPED, "no tool")
+    bad = StepResult("model", StepStatus.FAILED, "wrong")
+    assert VerificationReport("a", "u", [ok, skip]).usable
+    assert not VerificationReport("a", "u", [ok, skip, bad]).usable
+    assert not VerificationReport("a", "u", [skip]).usable  # nothing checked is not usable
+    report = VerificationReport("a", "u", [ok, bad])
+    assert report.summary() == "not usable: model: wrong"
+    assert report.to_dict()["steps"][1]["status"] == "failed"
+    assert VerificationReport("a", "u", [ok, skip]).summary() == (
+        "usable (skipped: accelerator_memory)")
+
+
+def test_a_healthy_server_passes_every_step() -> None:
+    with BackgroundServer("fast") as srv:
+        report = verify_server(srv.base_url, MODEL, adapter="simulator", metric_prefix="vllm:",
+                               accelerator=lambda: _gpu(15000.0))
+    assert report.usable, report.summary()
+    assert [s.name for s in report.steps] == ["healthy", "model", "completion", "metrics",
+                                              "accelerator_memory"]
+    assert "4 token(s)" in report.steps[2].detail
+    assert all(s.duration_s >= 0 for s in report.steps)
+
+
+def test_lying_health_wrong_model_and_missing_prefix_fail() -> None:
+    with BackgroundServer("fast", faults=FaultConfig(lying_health=True)) as srv:
+        report = verify_server(srv.base_url, MODEL, metric_prefix="sglang:", accelerator=None)
+        wrong = verify_server(srv.base_url, "other-model", metric_prefix="vllm:",
+                              accelerator=None)
+    assert report.step("healthy").ok  # type: ignore[union-attr]  # process up, service not
+    assert {s.name for s in report.failures} == {"completion", "metrics"}
+    assert "HTTP 500" in report.step("completion").detail  # type: ignore[union-attr]
+    assert "no sample with prefix 'sglang:'" in report.step("metrics").detail  # type: ignore[union-attr]
+    assert report.step("accelerator_memory").skipped  # type: ignore[union-attr]
+    assert not report.usable
+    assert {s.name for s in wrong.failures} == {"model", "completion"}
+    assert "lists ['llama-3.1-8b']" in wrong.step("model").detail  # type: ignore[union-attr]
+
+
+def test_nothing_listening_fails_without_raising() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    report = verify_server(f"http://127.0.0.1:{port}", MODEL, metric_prefix=None,
+                           accelerator=lambda: _gpu(500.0), min_memory_mib=1024)
+    assert {s.name for s in report.failures} == {"healthy", "model", "completion",
+                                                 "accelerator_memory"}
+    assert report.step("metrics").skipped  # type: ignore[union-attr]
+    assert "less than the 1024 MiB" in report.step("accelerator_memory").detail  # type: ignore[union-attr]
+
+
+def _tool(directory: Path, name: str, body: str) -> None:
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+
+
+def test_accelerator_probe_reads_nvidia_smi_and_npu_smi(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    reading = probe_accelerator_memory()
+    assert reading.skipped_reason is not None and "not a pass" in reading.skipped_reason
+    npu_table = (
+        "| 0     910B3               | OK            | 93.6        40                0    / 0 |\n"
+        "| 0                         | 0000:C1:00.0  | 0           0    / 0          3161 / 65536 |"
+    )
+    _tool(tmp_path, "npu-smi", "\n".join(f"echo '{line}'" for line in npu_table.split("\n")))
+    assert probe_accelerator_memory() == AcceleratorReading("npu-smi", (3161.0,))
+    _tool(tmp_path, "nvidia-smi", 'echo "15000"; echo "12"')
+    assert probe_accelerator_memory() == AcceleratorReading("nvidia-smi", (15000.0, 12.0))
+    _tool(tmp_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed' >&2; exit 9")
+    failed = probe_accelerator_memory()
+    assert failed.error is not None and "exited 9" in failed.error

@@ -1,0 +1,25 @@
+"""The examples in the tuner storage docstrings run and print what they claim."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["atomic", "digest", "lease"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(f"tunegate.tuner.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+def test_package_exports_exist() -> None:
+    import tunegate.tuner as tuner
+
+    for name in tuner.__all__:
+        assert hasattr(tuner, name), name
