@@ -68,6 +68,14 @@ class BaseProposer(ABC):
                 return proposal
         raise RuntimeError("no point satisfying the constraints in 100 draws")
 
+    def register(self, config: Config, reason: str) -> Proposal:
+        """Record a proposal made outside the strategy (the baseline, a known remedy), so that
+        refinement can build on it."""
+        point = tuple(self.space.to_unit(config))
+        proposal = Proposal(len(self.proposals), dict(config), reason, point)
+        self.proposals.append(proposal)
+        return proposal
+
     def tell(self, trial: int, value: float | None, *, kept: bool = False) -> None:
         """Record a proposal's objective (higher is better), ``None`` when it failed."""
         self.observations.append(Observation(trial, value, kept))

@@ -1,0 +1,207 @@
+"""``tunegate tune`` configuration: one TOML file, validated, with errors naming the field.
+
+Sections (see the README for full examples)::
+
+    [run]        mode ("sandbox" | "production"), budget (proposals), seed, approval
+    [server]     adapter, model, scenario (simulator), host, port, options, env
+    [baseline]   the config the service runs today (engine parameters)
+    [benchmark]  stream, endpoint, ignore_eos, request_timeout_s (the gauge's own settings)
+    [workload]   tunegate.workload.WorkloadConfig fields
+    [[space]]    one table per parameter: name, kind, layer, light, low/high/choices, ...
+    [objective]  metric and direction; [[guardrails]] metric, direction, tolerance
+    [gate]       repeats ("auto" = power analysis), min_effect, alpha, fdr, floor, ...
+
+Parameter names starting with ``benchmark.`` are benchmark settings (``benchmark.stream``), not
+engine flags; their traffic light is usually ``must_change``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tunegate.errors import ConfigError, InputFileError
+from tunegate.search.constraints import parse_constraints
+from tunegate.search.space import Layer, Light, Param, SearchSpace
+from tunegate.workload import WorkloadConfig, format_validation_error
+
+__all__ = ["TuneConfig", "default_config", "load_config"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSection(_Strict):
+    mode: Literal["sandbox", "production"] = "sandbox"
+    budget: int = Field(default=12, ge=1, le=1000, description="proposals to evaluate")
+    seed: int = Field(default=0, ge=0)
+    approval: Literal["prompt", "file", "command"] = "prompt"
+    approval_file: Path | None = None
+    approval_command: list[str] | None = None
+    approval_timeout_s: float = Field(default=600.0, gt=0)
+    patience: int = Field(default=0, ge=0, description="stop after this many rounds without a "
+                          "keep (0: never; the budget decides)")
+    recheck_every: int = Field(default=4, ge=0, description="re-measure the kept config every N "
+                               "rounds for drift (0: never)")
+
+
+class ServerSection(_Strict):
+    adapter: str = "simulator-virtual"
+    model: str | None = None
+    scenario: str = "seed"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    options: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    startup_budget_s: float = Field(default=600.0, gt=0)
+    noise: bool = True
+
+
+class BenchmarkSection(_Strict):
+    stream: bool = True
+    endpoint: Literal["completions", "chat"] = "completions"
+    ignore_eos: bool = True
+    request_timeout_s: float = Field(default=300.0, gt=0)
+
+
+class SpaceParam(_Strict):
+    name: str
+    kind: Literal["int", "log_int", "float", "bool", "categorical"]
+    layer: Layer
+    light: Light = Light.SITUATIONAL
+    low: float | None = None
+    high: float | None = None
+    choices: list[Any] = Field(default_factory=list)
+    default: Any = None
+    required: Any = None
+    reason: str = ""
+
+    def to_param(self) -> Param:
+        return Param(self.name, self.kind, self.layer, self.light, self.low, self.high,
+                     tuple(self.choices), self.default, self.required, self.reason)
+
+
+class MetricSection(_Strict):
+    metric: str
+    direction: Literal["higher", "lower"] = "higher"
+    tolerance: float = Field(default=0.05, ge=0)
+
+
+class GateSection(_Strict):
+    repeats: int | Literal["auto"] = "auto"
+    initial_repeats: int = Field(default=3, ge=2, description="baseline repeats before sigma")
+    max_repeats: int = Field(default=10, ge=2)
+    min_effect: float = Field(default=0.05, gt=0, lt=1, description="effect power targets")
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    fdr: float = Field(default=0.05, gt=0, lt=1)
+    multiplier: float = Field(default=2.0, gt=0)
+    floor: float = Field(default=0.03, ge=0)
+    power: float = Field(default=0.8, gt=0, lt=1)
+
+
+class TuneConfig(_Strict):
+    """A whole tuning run's configuration (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    run: RunSection = RunSection()
+    server: ServerSection = ServerSection()
+    baseline: dict[str, Any] = Field(default_factory=dict)
+    benchmark: BenchmarkSection = BenchmarkSection()
+    workload: WorkloadConfig
+    space: list[SpaceParam] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    objective: MetricSection = MetricSection(metric="output_throughput")
+    guardrails: list[MetricSection] = Field(default_factory=list)
+    gate: GateSection = GateSection()
+
+    @field_validator("space")
+    @classmethod
+    def _builds(cls, space: list[SpaceParam]) -> list[SpaceParam]:
+        try:
+            SearchSpace.of(p.to_param() for p in space)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return space
+
+    @model_validator(mode="after")
+    def _constraints_parse(self) -> TuneConfig:
+        try:
+            self.search_space()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def search_space(self) -> SearchSpace:
+        params = [p.to_param() for p in self.space]
+        rules = parse_constraints(self.constraints, [p.name for p in params])
+        return SearchSpace.of(params, rules)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.model_dump(mode="json")
+        return data
+
+
+def load_config(path: Path) -> TuneConfig:
+    """Read and validate a TOML tuning config.
+
+    Raises:
+        InputFileError: Missing or unreadable file, or invalid TOML (with the line).
+        ConfigError: A field is invalid (one line per problem, naming it and its value).
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: no such file; pass --config PATH to a TOML file") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputFileError(f"{path}: invalid TOML: {exc}") from None
+    try:
+        return TuneConfig.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source=str(path))) from None
+
+
+def default_config() -> TuneConfig:
+    """The article's story on the simulator's ``seed`` scenario (``tunegate tune`` with no file).
+
+    The baseline is the article's starting point: the benchmark ran with ``stream=false``,
+    chunked prefill was off, concurrency 16, 0.5 of device memory for the KV cache. Streaming is
+    a must-change fix of the gauge; the model and tensor parallelism are forbidden to change.
+    """
+    space = [
+        {"name": "benchmark.stream", "kind": "bool", "layer": "features",
+         "light": "must_change", "default": False, "required": True,
+         "reason": "stream=false makes TTFT == E2EL: fix the gauge before anything else"},
+        {"name": "tensor_parallel_size", "kind": "int", "layer": "parallelism",
+         "light": "forbidden", "low": 8, "high": 8, "default": 8,
+         "reason": "the deployment's 8 cards are given"},
+        {"name": "enable_chunked_prefill", "kind": "bool", "layer": "features",
+         "default": False},
+        {"name": "max_num_seqs", "kind": "log_int", "layer": "memory_concurrency",
+         "low": 16, "high": 256, "default": 64},
+        {"name": "max_num_batched_tokens", "kind": "log_int", "layer": "scheduling",
+         "low": 512, "high": 8192, "default": 4096},
+        {"name": "gpu_memory_utilization", "kind": "float", "layer": "memory_concurrency",
+         "low": 0.5, "high": 0.9, "default": 0.5},
+        {"name": "enforce_eager", "kind": "bool", "layer": "features", "default": True},
+    ]
+    return TuneConfig.model_validate({
+        "run": {"budget": 10},
+        "server": {"adapter": "simulator-virtual", "scenario": "seed"},
+        "baseline": {},
+        "benchmark": {"stream": False},
+        "workload": {"dataset": "seed"},
+        "space": space,
+        "constraints": ["enable_chunked_prefill or max_num_batched_tokens >= 4096",
+                        "max_num_seqs <= max_num_batched_tokens"],
+        "objective": {"metric": "output_throughput", "direction": "higher"},
+        "guardrails": [{"metric": "mean_e2el_ms", "direction": "lower", "tolerance": 0.05},
+                       {"metric": "p99_ttft_ms", "direction": "lower", "tolerance": 0.10}],
+    })

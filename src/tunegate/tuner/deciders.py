@@ -1,0 +1,145 @@
+"""Every decision the tuner makes, as a pure function of recorded inputs.
+
+The live run calls these functions and records ``(inputs, seed) -> outputs`` in
+``decisions.jsonl``; ``tunegate replay`` calls the same functions on the recorded inputs and
+compares output hashes. Nothing here reads a clock, a file or the network.
+
+Components (the replay registry, name -> version, function):
+
+* ``must_change``: which must-change fixes to apply, given the first measurement's findings.
+* ``remedies``: which known fixes to try first, given the baseline's findings.
+* ``repeat_plan``: how many repeats the gate needs (power analysis on the baseline's noise).
+* ``proposer``: the next config, given the search history.
+* ``gate``: ACCEPT / REJECT / INCONCLUSIVE from the repeats (:mod:`tunegate.stats.gate`).
+* ``keep_or_rollback``: what the verdict means for the running config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tunegate.search.proposer import SobolLocalProposer
+from tunegate.search.space import Light, SearchSpace
+from tunegate.stats import gate as stats_gate
+from tunegate.stats.power import gate_sample_size
+from tunegate.stats.threshold import ThresholdPolicy
+from tunegate.tuner.config import TuneConfig
+
+__all__ = ["REGISTRY", "REMEDIES", "build_proposer"]
+
+REMEDIES: dict[str, dict[str, Any]] = {
+    "prefill_slower_than_decode": {"enable_chunked_prefill": True},
+}
+"""Gauge finding -> the known fix to try first (when those parameters are in the space)."""
+
+GAUGE_FIXES: dict[str, tuple[str, ...]] = {
+    "ttft_equals_e2el": ("benchmark.stream",),
+}
+"""Gauge finding -> the must-change parameters that repair the gauge itself."""
+
+
+def must_change(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """Apply every must-change fix before tuning; say which finding each one answers.
+
+    Inputs: ``lights`` (name -> [light, required]) and ``findings`` (codes of the first
+    measurement's error findings).
+    """
+    changes: dict[str, Any] = {}
+    answered: dict[str, list[str]] = {}
+    for name, (light, required) in sorted(inputs["lights"].items()):
+        if light == Light.MUST_CHANGE.value:
+            changes[name] = required
+    for code in inputs["findings"]:
+        fixes = [n for n in GAUGE_FIXES.get(code, ()) if n in changes]
+        if fixes:
+            answered[code] = fixes
+    unanswered = [c for c in inputs["findings"] if c not in answered]
+    return {"changes": changes, "answers": answered, "unanswered": unanswered}
+
+
+def remedies(inputs: Mapping[str, Any], seed: int | None) -> list[dict[str, Any]]:
+    """Known fixes for the baseline's findings, limited to parameters the space may change.
+
+    Inputs: ``findings`` (codes), ``tunable`` (situational parameter names), ``kept`` (params).
+    """
+    out = []
+    for code in inputs["findings"]:
+        fix = REMEDIES.get(code)
+        if not fix or not set(fix) <= set(inputs["tunable"]):
+            continue
+        if all(inputs["kept"].get(k) == v for k, v in fix.items()):
+            continue  # already applied
+        out.append({"finding": code, "params": fix})
+    return out
+
+
+def repeat_plan(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """Repeats per arm the gate needs to detect ``min_effect`` with ``power``.
+
+    Inputs: ``sigma`` (relative noise of the objective), ``min_effect``, ``power``, ``alpha``,
+    ``multiplier``, ``floor``, ``initial``, ``max_repeats``, ``fixed`` (a configured count).
+    """
+    if inputs["fixed"] is not None:
+        return {"n": int(inputs["fixed"]), "reason": "configured", "feasible": True}
+    sigma = max(float(inputs["sigma"]), 1e-4)
+    policy = ThresholdPolicy(inputs["multiplier"], inputs["floor"])
+    try:
+        n = gate_sample_size(sigma, inputs["min_effect"], inputs["power"], policy=policy,
+                             noise_repeats=inputs["initial"], alpha=inputs["alpha"],
+                             max_n=inputs["max_repeats"])
+        feasible = True
+    except Exception:
+        n, feasible = int(inputs["max_repeats"]), False
+    n = max(n, int(inputs["initial"]))
+    reason = (f"power analysis: sigma {sigma:.2%}, effect {inputs['min_effect']:.0%}, "
+              f"power {inputs['power']:.0%}" + ("" if feasible else
+              f"; {inputs['max_repeats']} repeats (the cap) cannot reach that power"))
+    return {"n": n, "reason": reason, "feasible": feasible}
+
+
+def build_proposer(space: SearchSpace, seed: int) -> SobolLocalProposer:
+    return SobolLocalProposer(space, seed=seed, initial=min(8, max(4, space.dims + 2)))
+
+
+def replay_history(proposer: SobolLocalProposer, history: list[Mapping[str, Any]]) -> None:
+    """Feed a proposer the recorded ``ask``/``register``/``tell`` events, in order."""
+    for event in history:
+        if event["op"] == "ask":
+            proposer.ask()
+        elif event["op"] == "register":
+            proposer.register(dict(event["config"]), event["reason"])
+        else:
+            proposer.tell(int(event["trial"]), event["value"], kept=bool(event.get("kept")))
+
+
+def propose(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """The proposer's next config after the recorded history (``space`` as config JSON)."""
+    config = TuneConfig.model_validate(inputs["config"])
+    proposer = build_proposer(config.search_space(), int(seed or 0))
+    replay_history(proposer, inputs["history"])
+    proposal = proposer.ask()
+    return {"trial": proposal.trial, "config": proposal.config, "reason": proposal.reason}
+
+
+def gate(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """The gate's verdict, re-derived from the values it saw."""
+    record = stats_gate.replay(inputs["record"])
+    return {"decision": record.decision.value}
+
+
+def keep_or_rollback(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """ACCEPT keeps the candidate; anything else rolls back to the last kept config."""
+    return {"action": "keep" if inputs["decision"] == "ACCEPT" else "rollback"}
+
+
+
+REGISTRY: dict[str, tuple[str, Callable[[Any, int | None], Any]]] = {
+    "must_change": ("1", must_change),
+    "remedies": ("1", remedies),
+    "repeat_plan": ("1", repeat_plan),
+    "proposer": (SobolLocalProposer.name + "/1", propose),
+    "gate": (stats_gate.GATE_VERSION, gate),
+    "keep_or_rollback": ("1", keep_or_rollback),
+}
+"""Component name -> (version, deciding function): what replay re-runs."""

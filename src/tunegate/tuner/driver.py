@@ -1,0 +1,602 @@
+"""The tuning loop: one handler per state, the transition table decides what comes next.
+
+Each handler does its state's work and returns an :class:`~tunegate.tuner.states.Event`;
+:func:`~tunegate.tuner.states.next_state` turns it into the next state (an illegal pair raises).
+Every transition is journalled with a snapshot of the :class:`RunState`, every measurement as
+its own record, and every decision in ``decisions.jsonl`` through the pure functions of
+:mod:`tunegate.tuner.deciders`, so ``tunegate replay`` can re-derive them and ``--resume``
+continues after a crash at any point.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tunegate.errors import LeaseBusyError, TunegateError
+from tunegate.servers.adapters import ServerConfig, VirtualSimulator, create_adapter
+from tunegate.servers.lifecycle import RestartStatus, restart, start_with_verification
+from tunegate.stats import gate as stats_gate
+from tunegate.stats.decision import MetricSpec
+from tunegate.stats.drift import PageHinkley
+from tunegate.stats.noise import estimate_noise
+from tunegate.tuner import deciders
+from tunegate.tuner.approval import Answer, confirm
+from tunegate.tuner.atomic import atomic_write_json
+from tunegate.tuner.config import BenchmarkSection, TuneConfig
+from tunegate.tuner.decisions import DecisionKind, DecisionLog
+from tunegate.tuner.journal import Journal
+from tunegate.tuner.lease import Lease
+from tunegate.tuner.measure import Measurement, measure
+from tunegate.tuner.runstate import RunState
+from tunegate.tuner.states import Event, State, next_state
+from tunegate.tuner.summary import write_summary
+from tunegate.workload import build_workload
+
+__all__ = ["Tuner"]
+
+BENCH_PREFIX = "benchmark."
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+class Tuner:
+    """Runs (or resumes) one tuning run in ``run_dir``.
+
+    Args:
+        config: The validated configuration.
+        run_dir: Where the journal, decisions, measurements and summary live.
+        say: Receives one line per notable event (the CLI prints them).
+        lock_dir: Where leases live (default ``$TUNEGATE_LOCK_DIR`` or ``~/.cache/tunegate/locks``).
+        on_transition: Called with the run state after every transition (progress display).
+    """
+
+    def __init__(self, config: TuneConfig, run_dir: Path, *,
+                 say: Callable[[str], None] = lambda line: None,
+                 lock_dir: Path | None = None,
+                 on_transition: Callable[[RunState], None] | None = None) -> None:
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.say = say
+        self.lock_dir = lock_dir or Path(os.environ.get(
+            "TUNEGATE_LOCK_DIR", Path.home() / ".cache" / "tunegate" / "locks"))
+        self.space = config.search_space()
+        self.adapter: Any = self._adapter()
+        self.handle: Any = None
+        self.workload = build_workload(config.workload)
+        self.specs = [MetricSpec(config.objective.metric, config.objective.direction)] + [
+            MetricSpec(g.metric, g.direction, "guardrail", g.tolerance) for g in config.guardrails]
+        self.gate_config = stats_gate.GateConfig(config.gate.alpha, config.gate.fdr,
+                                                 config.gate.multiplier, config.gate.floor)
+        self.rs = RunState()
+        self.journal: Journal | None = None
+        self.decisions: DecisionLog | None = None
+        self.lease: Lease | None = None
+        self.on_transition = on_transition
+
+    # ---- set-up, persistence ------------------------------------------------------------
+    def _adapter(self) -> Any:
+        server = self.config.server
+        if server.adapter == "simulator-virtual":
+            return VirtualSimulator(server.scenario, seed=self.config.run.seed, noise=server.noise,
+                                    startup_budget_s=server.startup_budget_s)
+        options = dict(server.options)
+        if server.adapter == "simulator":
+            options.setdefault("scenario", server.scenario)
+        return create_adapter(server.adapter, **options)
+
+    def _service_id(self) -> str:
+        server = self.config.server
+        if server.adapter == "simulator-virtual":
+            return f"virtual-{self.run_dir.resolve()}"
+        return f"{server.adapter}-{server.host}-{server.port}"
+
+    def _server_config(self, params: dict[str, Any]) -> ServerConfig:
+        server = self.config.server
+        engine = {k: v for k, v in params.items() if not k.startswith(BENCH_PREFIX)}
+        model = server.model or getattr(self.adapter, "model", None) or "model"
+        return ServerConfig(model, engine, host=server.host, port=server.port,
+                            env=dict(server.env))
+
+    @staticmethod
+    def _engine(params: dict[str, Any]) -> dict[str, Any]:
+        """Engine parameters only (``benchmark.*`` settings live in ``RunState.bench``)."""
+        return {k: v for k, v in params.items() if not k.startswith(BENCH_PREFIX)}
+
+    def _bench(self) -> BenchmarkSection:
+        return BenchmarkSection.model_validate(self.rs.bench)
+
+    def _snapshot(self, source: State, event: Event | None) -> None:
+        if isinstance(self.adapter, VirtualSimulator):
+            self.rs.adapter_state = {"elapsed_s": self.adapter.elapsed_s,
+                                     "starts": self.adapter.starts}
+        assert self.journal is not None
+        self.journal.append("transition", {"from": source.value,
+                                           "event": event.value if event else None,
+                                           "state": self.rs.to_json()})
+
+    def _decide(self, kind: DecisionKind, component: str, inputs: Any, *,
+                produced_by: str | None = None) -> tuple[Any, str]:
+        """Run a registered decider, record it, return (outputs, decision id)."""
+        version, function = deciders.REGISTRY[component]
+        t0 = time.perf_counter()
+        outputs = function(inputs, self.config.run.seed)
+        assert self.decisions is not None
+        decision = self.decisions.record(kind, component, version, inputs=inputs, outputs=outputs,
+                                         latency_ms=(time.perf_counter() - t0) * 1e3,
+                                         seed=self.config.run.seed, produced_by=produced_by)
+        return outputs, decision.id
+
+    def _open(self, resume: bool) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "logs").mkdir(exist_ok=True)
+        (self.run_dir / "measurements").mkdir(exist_ok=True)
+        self.journal = Journal.open(self.run_dir / "journal.jsonl", lease=self.lease)
+        self.decisions = DecisionLog.open(self.run_dir / "decisions.jsonl", lease=self.lease)
+        if not resume or not self.journal.records:
+            self.journal.append("config", self.config.to_json())
+            self.rs = RunState(bench=self.config.benchmark.model_dump(),
+                               baseline=self._engine(self.space.default()
+                                                     | dict(self.config.baseline)))
+            return
+        last: dict[str, Any] | None = None
+        after: list[dict[str, Any]] = []
+        for record in self.journal.records:
+            if record.type == "transition":
+                last, after = record.data["state"], []
+            elif record.type == "measurement":
+                after.append(record.data)
+        if last is None:
+            raise TunegateError(f"{self.run_dir}: nothing to resume (no transition journalled)")
+        self.rs = RunState.from_json(last)
+        for measurement in after:
+            self.rs.absorb(measurement)
+        if isinstance(self.adapter, VirtualSimulator) and self.rs.adapter_state:
+            self.adapter.elapsed_s = float(self.rs.adapter_state["elapsed_s"])
+            self.adapter.starts = int(self.rs.adapter_state["starts"])
+        self.say(f"resuming in state {self.rs.state.value} after {self.rs.measurements} "
+                 f"measurements and {self.rs.trials} trials")
+        self._ensure_running()
+
+    def _ensure_running(self) -> None:
+        """After a crash nothing runs: start the config the resumed state expects."""
+        if self.rs.state in (State.LEASE, State.BASELINE) and self.rs.kept is None:
+            return
+        testing = self.rs.state in (State.MEASURE, State.VALIDATE, State.VERIFY, State.GATE)
+        params = (self.rs.candidate or {}).get("params") if testing else self.rs.kept
+        if params is None:
+            return
+        started = start_with_verification(self.adapter, self._server_config(params),
+                                          log_dir=self.run_dir / "logs",
+                                          budget=self.config.server.startup_budget_s)
+        self.handle = started.handle
+        if not started.ok:
+            raise TunegateError(f"cannot restore the running config after resume: "
+                                f"{started.report.steps[0].detail}")
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def run(self, *, resume: bool = False) -> RunState:
+        """Run to a final state; returns the final :class:`RunState`."""
+        handlers: dict[State, Callable[[], Event]] = {
+            State.LEASE: lambda: Event.OK, State.BASELINE: self._baseline,
+            State.PROPOSE: self._propose, State.APPLY: self._apply,
+            State.VERIFY_START: self._verify_start, State.MEASURE: self._measure,
+            State.VALIDATE: self._validate, State.VERIFY: self._verify, State.GATE: self._gate,
+            State.KEEP: self._keep, State.ROLLBACK: self._rollback,
+        }
+        self.lease = Lease(self.lock_dir, self._service_id(), ttl_s=30.0)
+        try:
+            self.lease.acquire(timeout_s=2.0)
+        except LeaseBusyError as exc:
+            self.rs.state, self.rs.reason = State.ABORTED, str(exc)
+            self.say(f"another tuning run holds this service: {exc}")
+            return self.rs
+        try:
+            self._open(resume)
+            if self.rs.state is State.LEASE:
+                self.say(f"lease held (epoch {self.lease.epoch}) for {self._service_id()}")
+            while not self.rs.state.is_final:
+                source = self.rs.state
+                try:
+                    event = handlers[source]()
+                except KeyboardInterrupt:
+                    event, self.rs.reason = Event.ABORT, "interrupted by the operator"
+                self.rs.state = next_state(source, event)
+                self._snapshot(source, event)
+                if self.on_transition is not None:
+                    self.on_transition(self.rs)
+            self._finish()
+            return self.rs
+        finally:
+            if self.journal is not None:
+                self.journal.close()
+            if self.decisions is not None:
+                self.decisions.close()
+            self.lease.release()
+
+    # ---- measurement helpers -----------------------------------------------------------------
+    def _measure_once(self, role: str, params: dict[str, Any], trial: int | None) -> Measurement:
+        index = self.rs.measurements
+        name = f"m{index:04d}-{role}" + (f"-t{trial:03d}" if trial is not None else "")
+        result = measure(self.adapter, self.handle, self._server_config(params), self.workload,
+                         self._bench(), run_dir=self.run_dir, name=name, repeat=index)
+        record = {"index": index, "name": name, "role": role, "trial": trial,
+                  "valid": result.valid, "findings": result.validation.codes(),
+                  "errors": [f.code for f in result.validation.findings
+                             if f.severity.value == "error"],
+                  "values": {s.name: result.metric(s.name) for s in self.specs},
+                  **result.to_json()}
+        assert self.journal is not None
+        self.journal.append("measurement", record)
+        self.rs.absorb(record)
+        return result
+
+    def _start(self, params: dict[str, Any]) -> bool:
+        started = start_with_verification(self.adapter, self._server_config(params),
+                                          log_dir=self.run_dir / "logs",
+                                          budget=self.config.server.startup_budget_s)
+        self.handle = started.handle
+        if not started.ok:
+            failed = [s for s in started.report.steps if s.status.value == "failed"]
+            self.say(f"start failed: {failed[0].detail if failed else 'not usable'}")
+        return started.ok
+
+    # ---- handlers ------------------------------------------------------------------------------
+    def _baseline(self) -> Event:
+        rs = self.rs
+        params = rs.kept if rs.kept is not None else rs.baseline
+        if self.handle is None and not self._start(params):
+            rs.failed_starts += 1
+            if rs.failed_starts >= 2:
+                rs.reason = "the baseline config failed to start twice: environment abnormal"
+                self._record_abnormal()
+                return Event.SECOND_START_FAILED
+            return Event.START_FAILED
+        rs.failed_starts = 0
+        if not rs.preflight_done:
+            event = self._preflight(params)
+            if event is not None:
+                return event
+        values: dict[str, list[float]] = {}
+        invalid_in_a_row = 0
+        target = self.config.gate.initial_repeats
+        while min((len(v) for v in values.values()), default=0) < target:
+            result = self._measure_once("baseline", params, rs.kept_trial)
+            rs.last_measurement = None
+            if not result.valid:
+                invalid_in_a_row += 1
+                if invalid_in_a_row >= 3:
+                    rs.reason = ("the baseline failed validation three times in a row: "
+                                 + ", ".join(result.validation.codes()))
+                    return Event.BASELINE_INVALID
+                continue
+            invalid_in_a_row = 0
+            for spec in self.specs:
+                value = result.metric(spec.name)
+                if value is not None:
+                    values.setdefault(spec.name, []).append(value)
+            if len(values.get(self.specs[0].name, [])) == self.config.gate.initial_repeats:
+                target = self._plan(values)
+            last_findings = result.validation.codes()
+        rs.kept = dict(params)
+        rs.kept_values = values
+        if rs.kept_trial is None:
+            self._register_baseline(params, values, last_findings)
+        self.say(f"baseline: {self.specs[0].name} {_mean(values[self.specs[0].name]):.1f} over "
+                 f"{len(values[self.specs[0].name])} repeats, sigma "
+                 f"{rs.sigma.get(self.specs[0].name, 0):.2%}")
+        return Event.OK
+
+    def _preflight(self, params: dict[str, Any]) -> Event | None:
+        """Measure the service as given once; apply the must-change fixes the gauge asks for."""
+        rs = self.rs
+        result = self._measure_once("preflight", params, None)
+        rs.last_measurement = None
+        errors = [f.code for f in result.validation.findings if f.severity.value == "error"]
+        lights = {p.name: [p.light.value, p.required] for p in self.space.params}
+        outputs, _ = self._decide(DecisionKind.BASELINE, "must_change",
+                                  {"lights": lights, "findings": errors})
+        for name, value in outputs["changes"].items():
+            if name.startswith(BENCH_PREFIX):
+                rs.bench[name[len(BENCH_PREFIX):]] = value
+            else:
+                rs.baseline[name] = value
+        for code, fixes in outputs["answers"].items():
+            line = f"gauge fixed first: {code} -> {', '.join(fixes)} applied (must_change)"
+            rs.story.append(line)
+            self.say(line)
+        rs.preflight_done = True
+        if outputs["unanswered"]:
+            rs.reason = ("the service as given produces invalid data that no must-change fix "
+                         "answers: " + ", ".join(outputs["unanswered"]))
+            return Event.BASELINE_INVALID
+        engine_changed = any(not n.startswith(BENCH_PREFIX) for n in outputs["changes"])
+        if engine_changed:
+            self.adapter.stop(self.handle)
+            self.handle = None
+            if not self._start(rs.baseline):
+                rs.failed_starts += 1
+                return Event.START_FAILED
+        return None
+
+    def _plan(self, values: dict[str, list[float]]) -> int:
+        rs = self.rs
+        for name, series in values.items():
+            estimate = estimate_noise(series)
+            rs.sigma[name] = estimate.sigma
+        gate = self.config.gate
+        inputs = {"sigma": rs.sigma[self.specs[0].name], "min_effect": gate.min_effect,
+                  "power": gate.power, "alpha": gate.alpha, "multiplier": gate.multiplier,
+                  "floor": gate.floor, "initial": gate.initial_repeats,
+                  "max_repeats": gate.max_repeats,
+                  "fixed": gate.repeats if isinstance(gate.repeats, int) else None}
+        plan, _ = self._decide(DecisionKind.BASELINE, "repeat_plan", inputs)
+        rs.repeats = int(plan["n"])
+        self.say(f"repeats per config: {rs.repeats} ({plan['reason']})")
+        return rs.repeats
+
+    def _register_baseline(self, params: dict[str, Any], values: dict[str, list[float]],
+                           findings: list[str]) -> None:
+        rs = self.rs
+        rs.history.append({"op": "register", "config": self._tunable(params),
+                           "reason": "baseline"})
+        rs.kept_trial = 0
+        rs.trials_log.append({"trial": 0, "reason": "baseline", "params": params,
+                              "verdict": "BASELINE", "values": {k: _mean(v)
+                                                                for k, v in values.items()}})
+        rs.history.append({"op": "tell", "trial": 0, "value": self._score(values),
+                           "kept": True})
+        tunable = [p.name for p in self.space.tunable]
+        found, _ = self._decide(DecisionKind.BASELINE, "remedies",
+                                {"findings": findings, "tunable": tunable, "kept": params})
+        rs.remedies = list(found)
+        for remedy in rs.remedies:
+            line = (f"VALIDATE found {remedy['finding']} on the baseline: trying "
+                    f"{remedy['params']} first")
+            rs.story.append(line)
+            self.say(line)
+
+    def _tunable(self, params: dict[str, Any]) -> dict[str, Any]:
+        full = {**self.space.default(), **self.space.fixed(), **params}
+        return {p.name: full[p.name] for p in self.space.params if p.name in full}
+
+    def _score(self, values: dict[str, list[float]]) -> float | None:
+        series = values.get(self.specs[0].name)
+        if not series:
+            return None
+        mean = _mean(series)
+        return mean if self.specs[0].direction == "higher" else -mean
+
+    def _propose(self) -> Event:
+        rs = self.rs
+        if rs.trials >= self.config.run.budget:
+            rs.reason = f"budget of {self.config.run.budget} proposals spent"
+            return Event.BUDGET_SPENT
+        patience = self.config.run.patience
+        if patience and rs.rounds_since_keep >= patience:
+            rs.reason = f"no improvement kept in {patience} rounds: converged within budget"
+            return Event.CONVERGED
+        assert rs.kept is not None
+        if rs.remedies:
+            remedy = rs.remedies.pop(0)
+            params = self._engine({**rs.kept, **remedy["params"]})
+            trial = len([e for e in rs.history if e["op"] in ("ask", "register")])
+            rs.history.append({"op": "register", "config": self._tunable(params),
+                               "reason": f"remedy:{remedy['finding']}"})
+            rs.candidate = {"trial": trial, "params": params,
+                            "reason": f"remedy for {remedy['finding']}"}
+        else:
+            inputs = {"config": self.config.to_json(), "history": list(rs.history)}
+            proposal, _ = self._decide(DecisionKind.PROPOSAL, "proposer", inputs)
+            rs.history.append({"op": "ask"})
+            params = self._engine({**rs.kept, **proposal["config"]})
+            rs.candidate = {"trial": proposal["trial"], "params": params,
+                            "reason": proposal["reason"]}
+        rs.trials += 1
+        rs.candidate_values = {}
+        diff = {k: [rs.kept.get(k), v] for k, v in params.items() if rs.kept.get(k) != v}
+        self.say(f"trial {rs.candidate['trial']} ({rs.candidate['reason']}): "
+                 + (", ".join(f"{k} {a}->{b}" for k, (a, b) in diff.items()) or "no change"))
+        return Event.PROPOSED
+
+    def _apply(self) -> Event:
+        rs = self.rs
+        assert rs.candidate is not None and rs.kept is not None
+        change = {"trial": rs.candidate["trial"], "reason": rs.candidate["reason"],
+                  "diff": {k: [rs.kept.get(k), v] for k, v in rs.candidate["params"].items()
+                           if rs.kept.get(k) != v}}
+        answer = confirm(self.config.run, change)
+        if self.config.run.mode == "production":
+            assert self.decisions is not None
+            self.decisions.record(DecisionKind.APPROVAL, "operator", "1", inputs=change,
+                                  outputs={"answer": answer.value}, latency_ms=0.0)
+        if answer is Answer.NO:
+            self._log_trial("NOT_CONFIRMED")
+            return Event.NOT_CONFIRMED
+        if answer is Answer.ABSENT:
+            rs.reason = "production mode: no confirmation for a change; nothing was applied"
+            return Event.NO_CONFIRMATION
+        outcome = restart(self.adapter, self._server_config(rs.candidate["params"]),
+                          fallback_config=self._server_config(rs.kept),
+                          log_dir=self.run_dir / "logs", current=self.handle,
+                          budget=self.config.server.startup_budget_s)
+        self.handle = outcome.handle
+        rs.last_restart = outcome.to_dict()
+        return Event.OK
+
+    def _verify_start(self) -> Event:
+        rs = self.rs
+        status = (rs.last_restart or {}).get("status")
+        if status == RestartStatus.STARTED.value:
+            rs.failed_starts = 0
+            return Event.OK
+        rs.failed_starts += 1
+        rs.history.append({"op": "tell", "trial": rs.candidate["trial"] if rs.candidate else -1,
+                           "value": None})
+        self._log_trial("START_FAILED")
+        self.say(f"trial {rs.candidate['trial'] if rs.candidate else '?'} failed to start "
+                 f"({status}); the kept config was restored")
+        return Event.START_FAILED
+
+    def _measure(self) -> Event:
+        rs = self.rs
+        if rs.last_measurement is not None and not rs.last_measurement["consumed"]:
+            return Event.OK  # measured before a crash; VALIDATE reads it
+        assert rs.candidate is not None
+        try:
+            self._measure_once("candidate", rs.candidate["params"], rs.candidate["trial"])
+        except TunegateError as exc:
+            self.say(f"measurement failed: {exc}")
+            self._log_trial("MEASURE_FAILED")
+            return Event.MEASURE_FAILED
+        return Event.OK
+
+    def _validate(self) -> Event:
+        rs = self.rs
+        measurement = rs.last_measurement
+        assert measurement is not None
+        measurement["consumed"] = True
+        if not measurement["valid"]:
+            self.say(f"measurement {measurement['name']} discarded by VALIDATE: "
+                     + ", ".join(measurement["errors"]))
+            self._log_trial("INVALID")
+            return Event.INVALID
+        for name, value in measurement["values"].items():
+            if value is not None:
+                rs.candidate_values.setdefault(name, []).append(float(value))
+        return Event.OK
+
+    def _verify(self) -> Event:
+        n = min((len(v) for v in self.rs.candidate_values.values()), default=0)
+        return Event.ENOUGH if n >= self.rs.repeats else Event.NEED_MORE
+
+    def _gate(self) -> Event:
+        rs = self.rs
+        assert rs.candidate is not None
+        record = stats_gate.evaluate(rs.kept_values, rs.candidate_values, self.specs,
+                                     config=self.gate_config)
+        verdict, gate_id = self._decide(DecisionKind.GATE_VERDICT, "gate",
+                                        {"record": record.to_dict()})
+        rs.candidate["gate_decision"] = gate_id
+        rs.candidate["gate"] = record.to_dict()
+        rs.history.append({"op": "tell", "trial": rs.candidate["trial"],
+                           "value": self._score(rs.candidate_values),
+                           "kept": verdict["decision"] == "ACCEPT"})
+        objective = record.metrics[0]
+        self.say(f"gate: {verdict['decision']} ({self.specs[0].name} {objective.effect:+.1%}, "
+                 f"threshold {objective.threshold:.1%}, p {objective.p_adjusted:.3g}; "
+                 + "; ".join(record.reasons[:2]) + ")")
+        return {"ACCEPT": Event.ACCEPT, "REJECT": Event.REJECT}.get(verdict["decision"],
+                                                                    Event.INCONCLUSIVE)
+
+    def _keep(self) -> Event:
+        rs = self.rs
+        assert rs.candidate is not None
+        _, keep_id = self._decide(DecisionKind.KEEP, "keep_or_rollback",
+                                       {"decision": "ACCEPT"},
+                                       produced_by=rs.candidate.get("gate_decision"))
+        rs.kept = dict(rs.candidate["params"])
+        rs.kept_trial = rs.candidate["trial"]
+        rs.kept_decision = keep_id
+        rs.kept_values = {k: list(v) for k, v in rs.candidate_values.items()}
+        rs.rounds_since_keep = 0
+        atomic_write_json(self.run_dir / "kept.json", {
+            "trial": rs.kept_trial, "params": rs.kept, "bench": rs.bench,
+            "decision": keep_id, "gate_decision": rs.candidate.get("gate_decision")})
+        self._log_trial("ACCEPT")
+        line = f"kept trial {rs.kept_trial} ({rs.candidate['reason']}) with decision {keep_id}"
+        rs.story.append(line)
+        self.say(line)
+        rs.candidate = None
+        return Event.DRIFT if self._drifted() else Event.OK
+
+    def _rollback(self) -> Event:
+        rs = self.rs
+        assert rs.kept is not None
+        restarted = (rs.last_restart or {}).get("status")
+        if rs.candidate is not None and "gate" in rs.candidate:
+            self._log_trial(rs.candidate["gate"]["decision"])
+        if restarted in (RestartStatus.ROLLED_BACK.value, RestartStatus.ROLLBACK_FAILED.value):
+            rs.last_restart = None  # the restart already rolled back (or could not)
+            if restarted == RestartStatus.ROLLBACK_FAILED.value:
+                rs.reason = "the kept config did not come back after a failed start"
+                self._record_abnormal()
+                return Event.ROLLBACK_FAILED
+            if rs.failed_starts >= 2:
+                rs.reason = ("two consecutive starts failed: environment abnormal; the kept "
+                             "config is serving")
+                self._record_abnormal()
+                return Event.SECOND_START_FAILED
+        else:
+            outcome = restart(self.adapter, self._server_config(rs.kept),
+                              fallback_config=self._server_config(rs.kept),
+                              log_dir=self.run_dir / "logs", current=self.handle,
+                              budget=self.config.server.startup_budget_s)
+            self.handle = outcome.handle
+            if not outcome.ok:
+                rs.reason = "rolling back to the kept config failed"
+                self._record_abnormal()
+                return Event.ROLLBACK_FAILED
+        assert self.decisions is not None
+        self.decisions.record(DecisionKind.ROLLBACK, "keep_or_rollback", "1",
+                              inputs={"decision": (rs.candidate or {}).get("gate", {})
+                                      .get("decision", "START_FAILED")},
+                              outputs={"action": "rollback"}, latency_ms=0.0)
+        rs.candidate = None
+        rs.rounds_since_keep += 1
+        return Event.DRIFT if self._drifted() else Event.OK
+
+    def _drifted(self) -> bool:
+        """Every ``recheck_every`` rounds, measure the kept config once; test for drift."""
+        rs, every = self.rs, self.config.run.recheck_every
+        if not every or rs.trials == 0 or rs.trials % every:
+            return False
+        assert rs.kept is not None
+        result = self._measure_once("recheck", rs.kept, rs.kept_trial)
+        rs.last_measurement = None
+        value = result.metric(self.specs[0].name)
+        if not result.valid or value is None:
+            return False
+        rs.rechecks.append(value)
+        base = rs.kept_values.get(self.specs[0].name, [])
+        sigma = max(rs.sigma.get(self.specs[0].name, 0.02), 0.005) * _mean(base)
+        detector = PageHinkley(mean=_mean(base), std=sigma, warmup=3)
+        for x in [*base, *rs.rechecks]:
+            detector.update(x)
+        if detector.drift_detected:
+            line = (f"drift: the kept config now measures {value:.1f} vs {_mean(base):.1f}; "
+                    "re-baselining before any further gate")
+            rs.story.append(line)
+            self.say(line)
+            rs.rechecks = []
+            return True
+        return False
+
+    def _log_trial(self, verdict: str) -> None:
+        rs = self.rs
+        if rs.candidate is None:
+            return
+        rs.trials_log.append({"trial": rs.candidate["trial"], "reason": rs.candidate["reason"],
+                              "params": rs.candidate["params"], "verdict": verdict,
+                              "values": {k: _mean(v) for k, v in rs.candidate_values.items()},
+                              "gate_decision": rs.candidate.get("gate_decision")})
+
+    def _record_abnormal(self) -> None:
+        assert self.decisions is not None
+        self.decisions.record(DecisionKind.ABNORMAL, "tuner", "1",
+                              inputs={"failed_starts": self.rs.failed_starts},
+                              outputs={"reason": self.rs.reason}, latency_ms=0.0)
+
+    def _finish(self) -> None:
+        rs = self.rs
+        if isinstance(self.adapter, VirtualSimulator) and self.handle is not None:
+            self.adapter.stop(self.handle)
+        line = f"{rs.state.value}: {rs.reason}" if rs.reason else rs.state.value
+        rs.story.append(line)
+        self.say(line)
+        write_summary(self.run_dir, self.config, rs)

@@ -1,0 +1,103 @@
+"""One benchmark repeat of the running config, validated before anyone reads it.
+
+The virtual simulator is measured in process (its own records, same type); every other adapter
+over real sockets with loadgen. Either way the result is a :class:`Measurement`: the summary
+under vLLM key names, the gauge's verdict, and the per-metric values the gate compares. Full
+records go to the run directory, one file per measurement; the journal keeps the summary.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunegate.gauge import ValidationReport, validate_records
+from tunegate.loadgen.client import ClientConfig
+from tunegate.loadgen.records import RequestRecord
+from tunegate.loadgen.workers import run_workload
+from tunegate.metrics import summarize
+from tunegate.servers.adapters import ServerConfig, VirtualHandle, VirtualSimulator
+from tunegate.tuner.atomic import atomic_write_json
+from tunegate.tuner.config import BenchmarkSection
+from tunegate.workload.spec import Workload
+
+__all__ = ["Measurement", "measure"]
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """What one repeat produced.
+
+    Attributes:
+        summary: :func:`tunegate.metrics.summarize` output.
+        validation: The gauge's report on these records.
+        records_file: Where the records were written (relative to the run directory).
+    """
+
+    summary: dict[str, Any]
+    validation: ValidationReport
+    records_file: str
+
+    @property
+    def valid(self) -> bool:
+        return self.validation.valid
+
+    def metric(self, name: str) -> float | None:
+        value = self.summary.get(name)
+        return float(value) if isinstance(value, int | float) else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The journal's form: headline metrics and findings (records stay in their file)."""
+        keep = {k: v for k, v in self.summary.items()
+                if isinstance(v, int | float | str | type(None))}
+        return {"summary": keep, "validation": self.validation.to_dict(),
+                "records_file": self.records_file}
+
+
+def _records(
+    adapter: Any, handle: Any, config: ServerConfig, workload: Workload,
+    bench: BenchmarkSection, repeat: int,
+) -> list[RequestRecord]:
+    if isinstance(adapter, VirtualSimulator):
+        assert isinstance(handle, VirtualHandle)
+        return adapter.measure(handle, workload, stream=bench.stream, repeat=repeat).records
+    client = ClientConfig(
+        base_url=f"http://{config.host}:{config.port}", model=config.expected_model,
+        endpoint=bench.endpoint, stream=bench.stream, ignore_eos=bench.ignore_eos,
+        api_key=config.api_key, request_timeout_s=bench.request_timeout_s,
+        run_id=f"tunegate-tune-{repeat}",
+    )
+    return run_workload(workload, client).records
+
+
+def measure(
+    adapter: Any, handle: Any, config: ServerConfig, workload: Workload,
+    bench: BenchmarkSection, *, run_dir: Path, name: str, repeat: int,
+) -> Measurement:
+    """Benchmark the running config once, validate, and store the records.
+
+    Args:
+        adapter / handle: The engine adapter and its running server.
+        config: The config it runs (for the URL and model name).
+        workload: What to send.
+        bench: The benchmark's own settings (streaming, endpoint).
+        run_dir: The run directory; records go to ``measurements/<name>.json``.
+        name: A unique name for this measurement (e.g. ``t003-r2``).
+        repeat: The repeat number (varies the simulator's noise draw).
+    """
+    records = _records(adapter, handle, config, workload, bench, repeat)
+    concurrency = workload.schedule.max_concurrency
+    summary = summarize(records)
+    validation = validate_records(records, None, max_concurrency=concurrency)
+    relative = Path("measurements") / f"{name}.json"
+    atomic_write_json(run_dir / relative, {"records": [r.to_dict() for r in records]},
+                      indent=None)
+    return Measurement(summary, validation, str(relative))
+
+
+def load_records(run_dir: Path, records_file: str) -> list[RequestRecord]:
+    """Read a measurement's records back (replay, reports)."""
+    data = json.loads((run_dir / records_file).read_text(encoding="utf-8"))
+    return [RequestRecord.from_dict(r) for r in data["records"]]

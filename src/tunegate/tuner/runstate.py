@@ -1,0 +1,88 @@
+"""Everything a tuning run knows, as one JSON-serialisable record.
+
+The driver journals a snapshot of this state at every transition, and every measurement as its
+own record in between. Resuming = the last snapshot, then the measurements journalled after it
+(:meth:`RunState.absorb`), so a measurement is neither lost nor counted twice after a crash at
+any point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tunegate.tuner.states import State
+
+__all__ = ["RunState"]
+
+
+@dataclass
+class RunState:
+    """The run's memory.
+
+    Attributes:
+        state: The state being entered (resume re-runs its handler).
+        bench: Benchmark settings in force (``stream`` ...); must-change fixes edit them.
+        baseline: Engine parameters of the service as given.
+        kept / kept_trial / kept_decision: The last kept config, its trial and the decision
+            that produced it: the one rollback target.
+        kept_values: The kept config's valid repeats, per metric: the gate's baseline arm.
+        sigma: Relative noise of each metric, from the baseline repeats.
+        repeats: Repeats per arm the gate needs (power analysis).
+        candidate: The proposal under test (``trial``, ``params``, ``reason``) or ``None``.
+        candidate_values: Its valid repeats, per metric.
+        last_measurement: The newest measurement, until VALIDATE consumes it.
+        last_restart: The newest restart outcome, until VERIFY_START reads it.
+        failed_starts: Consecutive failed starts (two end the run as ENVIRONMENT_ABNORMAL).
+        trials: Proposals made. rounds_since_keep: for the patience rule.
+        measurements: Measurements taken (names files, draws the simulator's noise).
+        history: The proposer's ask/register/tell events (rebuilds it on resume and replay).
+        remedies: Known fixes still to try, from the baseline's findings.
+        rechecks: Objective values of the kept config's drift re-checks.
+        trials_log: One line per finished trial for the summary.
+        story: What happened, in words, for the summary and the report.
+        adapter_state: The adapter's own counters (the virtual simulator's age and starts).
+        reason: Why the run ended (final states).
+    """
+
+    state: State = State.LEASE
+    bench: dict[str, Any] = field(default_factory=dict)
+    baseline: dict[str, Any] = field(default_factory=dict)
+    kept: dict[str, Any] | None = None
+    kept_trial: int | None = None
+    kept_decision: str | None = None
+    kept_values: dict[str, list[float]] = field(default_factory=dict)
+    sigma: dict[str, float] = field(default_factory=dict)
+    repeats: int = 0
+    candidate: dict[str, Any] | None = None
+    candidate_values: dict[str, list[float]] = field(default_factory=dict)
+    last_measurement: dict[str, Any] | None = None
+    last_restart: dict[str, Any] | None = None
+    failed_starts: int = 0
+    trials: int = 0
+    rounds_since_keep: int = 0
+    measurements: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    remedies: list[dict[str, Any]] = field(default_factory=list)
+    rechecks: list[float] = field(default_factory=list)
+    trials_log: list[dict[str, Any]] = field(default_factory=list)
+    story: list[str] = field(default_factory=list)
+    adapter_state: dict[str, Any] = field(default_factory=dict)
+    preflight_done: bool = False
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        fields = dict(data)
+        fields["state"] = State(fields["state"])
+        return cls(**fields)
+
+    def absorb(self, measurement: dict[str, Any]) -> None:
+        """Fold a journalled measurement in (live, and again when resuming after a crash)."""
+        self.measurements = max(self.measurements, int(measurement["index"]) + 1)
+        self.last_measurement = {**measurement, "consumed": False}
