@@ -32,6 +32,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("tunegate.cli.tune", "tune a server as a state machine with failure paths"),
     "replay": ("tunegate.cli.replay", "re-derive a tuning run's decisions; non-zero on mismatch"),
     "manual": ("tunegate.cli.manual", "the traffic-light table: what may be changed, and why"),
+    "restart": ("tunegate.cli.restart", "start a config, verify it, roll back on failure"),
+    "rollback": ("tunegate.cli.rollback", "start a run's last kept config (never a rejected one)"),
 }
 
 

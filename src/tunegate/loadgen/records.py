@@ -10,7 +10,7 @@ kept: a truncated stream still knows its first-token time.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -111,8 +111,8 @@ class RequestRecord:
         return len(self.content_times_ns)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (enums as their string values)."""
-        data = asdict(self)
+        """A JSON-ready dict (enums as their string values); lists are shared, not copied."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["outcome"] = self.outcome.value
         data["input_tokens_source"] = self.input_tokens_source.value
         data["output_tokens_source"] = self.output_tokens_source.value

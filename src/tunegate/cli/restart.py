@@ -1,0 +1,117 @@
+"""``tunegate restart`` / ``tunegate rollback``: the on-site scripts, usable outside a run.
+
+``restart`` starts a config (a tuning config's baseline with ``--set NAME=VALUE`` changes),
+polls health and readiness, runs a real forward pass; if any of it fails or times out it rolls
+back automatically to the last *kept* config of ``--run-dir`` (or the baseline) and verifies
+that too. ``rollback RUN_DIR`` starts the run's kept config: the last config the gate accepted,
+never a rejected one (``kept.json`` is written only by KEEP). The server is left running.
+
+Exit codes: 0 the requested config is serving; 4 it failed and the rollback target is serving;
+1 nothing usable is serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tunegate.cli.console import console
+from tunegate.errors import ConfigError, UsageError
+
+__all__ = ["run", "run_rollback"]
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _sets(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        out[name.strip()] = _value(value.strip())
+    return out
+
+
+def _kept(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "kept.json"
+    if not path.is_file():
+        raise UsageError(f"{run_dir}: no kept.json (no config was ever kept in this run); "
+                         "nothing to roll back to")
+    kept: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return kept
+
+
+def _report(outcome: Any) -> int:
+    data = outcome.to_dict()
+    console.print(f"restart: {data['status']}")
+    for key in ("new_report", "rollback_report"):
+        report = data.get(key)
+        if report:
+            for step in report.get("steps", []):
+                console.print(f"  {step['name']}: {step['status']} {step.get('detail', '')}")
+    status = data["status"]
+    return {"started": 0, "rolled_back": 4}.get(status, 1)
+
+
+def _tuner(config_path: Path | None) -> Any:
+    from tunegate.tuner.config import default_config, load_config
+    from tunegate.tuner.driver import Tuner
+
+    config = load_config(config_path) if config_path else default_config()
+    return Tuner(config, Path("."))
+
+
+def run(argv: Sequence[str]) -> int:
+    from tunegate.servers.lifecycle import restart
+
+    parser = argparse.ArgumentParser(prog="tunegate restart", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, help="the tuning config naming the server")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--run-dir", type=Path, help="roll back to this run's kept config")
+    parser.add_argument("--log-dir", type=Path, default=Path("logs"))
+    args = parser.parse_args(list(argv))
+    tuner = _tuner(args.config)
+    baseline = tuner._engine(tuner.space.default() | dict(tuner.config.baseline))
+    fallback = _kept(args.run_dir)["params"] if args.run_dir else baseline
+    target = {**baseline, **_sets(args.set)}
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    outcome = restart(tuner.adapter, tuner._server_config(target),
+                      fallback_config=tuner._server_config(fallback), log_dir=args.log_dir,
+                      budget=tuner.config.server.startup_budget_s)
+    return _report(outcome)
+
+
+def run_rollback(argv: Sequence[str]) -> int:
+    from tunegate.servers.lifecycle import start_with_verification
+
+    parser = argparse.ArgumentParser(prog="tunegate rollback", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--dry-run", action="store_true", help="show the target only")
+    args = parser.parse_args(list(argv))
+    from tunegate.cli.tune import _config_from_journal
+    from tunegate.tuner.driver import Tuner
+
+    kept = _kept(args.run_dir)
+    console.print(f"rollback target: trial {kept['trial']}, kept by decision {kept['decision']}")
+    for name, value in sorted(kept["params"].items()):
+        console.print(f"  {name} = {value!r}")
+    if args.dry_run:
+        return 0
+    tuner = Tuner(_config_from_journal(args.run_dir), args.run_dir)
+    started = start_with_verification(tuner.adapter, tuner._server_config(kept["params"]),
+                                      log_dir=args.run_dir / "logs",
+                                      budget=tuner.config.server.startup_budget_s)
+    for step in started.report.steps:
+        console.print(f"  {step.name}: {step.status.value} {step.detail}")
+    return 0 if started.ok else 1
