@@ -27,6 +27,12 @@ def test_demo_rejects_the_broken_gauges_and_accepts_the_rest(tmp_path: Path) -> 
         "virtual-simulator": True,
         "server-ignores-stream": False,
     }
+    summary = json.loads((out / "tune" / "summary.json").read_text())
+    assert summary["status"] == "budget_exhausted"
+    assert summary["story"][0].startswith("gauge fixed first: ttft_equals_e2el")
+    assert "prefill_slower_than_decode" in summary["story"][1]
+    assert summary["history"][1]["verdict"] == "ACCEPT"  # chunked prefill, kept with evidence
+    assert summary["kept"]["params"]["enable_chunked_prefill"] is True
     article = json.loads((out / "a-no-stream-chunked-off.json").read_text())
     assert article["completed"] == 1319
     assert article["mean_ttft_ms"] == pytest.approx(9557.6, rel=0.10)

@@ -11,6 +11,10 @@ the article's workload (1319 requests, concurrency 16):
 
 Part 2 runs over real sockets: the simulator served over HTTP in its own process, and a
 loopback server that ignores stream=true, which validation still catches.
+
+Part 3 runs ``tunegate tune`` on the same scenario: the gauge is fixed first, VALIDATE finds the
+prefill pathology, chunked prefill is kept with the gate's evidence, and only then is the
+headroom in concurrency and memory explored. The run directory is ``OUT_DIR/tune``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tunegate demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, default=Path("demo-out"))
+    parser.add_argument("--budget", type=int, default=8, help="tuning proposals in part 3")
     return parser
 
 
@@ -136,10 +141,34 @@ def run(argv: Sequence[str]) -> int:
     console.print(sockets)
     print_validation(ignored.validation)
 
+    console.rule("[bold]Part 3: tunegate tune on the seed scenario[/]")
+    tuned = _tune(args.out_dir / "tune", args.budget)
+
     console.rule("[bold]verdict[/]")
-    ok = True
+    ok = tuned
     for name, valid, expected in verdicts:
         ok &= valid == expected
         console.print(f"  {name}: {'valid' if valid else 'INVALID (stopped before analysis)'}")
-    console.print(f"results in {args.out_dir}/")
+    console.print(f"results in {args.out_dir}/ (tuning run: {args.out_dir / 'tune'})")
     return 0 if ok else 1
+
+
+def _tune(run_dir: Path, budget: int) -> bool:
+    """Run the default tuning story; true when it ended normally with a kept change."""
+    import shutil
+
+    from tunegate.tuner.config import default_config
+    from tunegate.tuner.driver import Tuner
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    config = default_config()
+    config = config.model_copy(update={"run": config.run.model_copy(update={"budget": budget})})
+    with console.status("tuning", spinner="dots") as status:
+        def progress(rs: Any) -> None:
+            status.update(f"{rs.state.value}: trial {rs.trials}/{budget}, "
+                          f"{rs.measurements} measurements")
+
+        rs = Tuner(config, run_dir, say=console.print, on_transition=progress).run()
+    console.print(f"tuning ended {rs.state.value}: kept trial {rs.kept_trial}; see "
+                  f"{run_dir / 'report.md'}")
+    return rs.state.value in ("budget_exhausted", "converged") and bool(rs.kept_trial)

@@ -102,7 +102,7 @@ class Param:
             return values[min(int(u * len(values)), len(values) - 1)]
         assert self.low is not None and self.high is not None
         if self.kind == "float":
-            return self.low + u * (self.high - self.low)
+            return round(self.low + u * (self.high - self.low), 4)
         if self.kind == "log_int":
             lo, hi = math.log(self.low), math.log(self.high + 1)
             return int(min(self.high, max(self.low, math.floor(math.exp(lo + u * (hi - lo))))))

@@ -41,6 +41,10 @@ __all__ = ["Tuner"]
 BENCH_PREFIX = "benchmark."
 
 
+def _shown(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
@@ -285,6 +289,8 @@ class Tuner:
             last_findings = result.validation.codes()
         rs.kept = dict(params)
         rs.kept_values = values
+        for name, series in values.items():
+            rs.sigma[name] = estimate_noise(series).sigma  # all repeats, not only the first
         if rs.kept_trial is None:
             self._register_baseline(params, values, last_findings)
         self.say(f"baseline: {self.specs[0].name} {_mean(values[self.specs[0].name]):.1f} over "
@@ -401,7 +407,8 @@ class Tuner:
         rs.candidate_values = {}
         diff = {k: [rs.kept.get(k), v] for k, v in params.items() if rs.kept.get(k) != v}
         self.say(f"trial {rs.candidate['trial']} ({rs.candidate['reason']}): "
-                 + (", ".join(f"{k} {a}->{b}" for k, (a, b) in diff.items()) or "no change"))
+                 + (", ".join(f"{k} {_shown(a)}->{_shown(b)}" for k, (a, b) in diff.items())
+                    or "no change"))
         return Event.PROPOSED
 
     def _apply(self) -> Event:
@@ -509,7 +516,11 @@ class Tuner:
             "trial": rs.kept_trial, "params": rs.kept, "bench": rs.bench,
             "decision": keep_id, "gate_decision": rs.candidate.get("gate_decision")})
         self._log_trial("ACCEPT")
-        line = f"kept trial {rs.kept_trial} ({rs.candidate['reason']}) with decision {keep_id}"
+        evidence = rs.candidate.get("gate", {}).get("metrics", [{}])[0]
+        line = (f"kept trial {rs.kept_trial} ({rs.candidate['reason']}): {self.specs[0].name} "
+                f"{evidence.get('effect', 0):+.1%} against a threshold of "
+                f"{evidence.get('threshold', 0):.1%} (BH p {evidence.get('p_adjusted', 1):.2g}),"
+                f" decision {keep_id}")
         rs.story.append(line)
         self.say(line)
         rs.candidate = None

@@ -125,6 +125,7 @@ class Engine:
             max_num_batched_tokens=self.physics.max_num_batched_tokens,
             chunked_prefill=self.config.enable_chunked_prefill,
             policy=self.config.scheduling_policy,
+            prefill_interval=self.scenario.prefill_pass_interval_steps,
         )
         self.metrics = ServerMetrics(self.model_name)
         self.finished_count = 0
@@ -185,6 +186,9 @@ class Engine:
         if not batch:
             return None
         decode, prefill = batch.decode, batch.prefill
+        for seq in batch.admitted:
+            if seq.first_scheduled_ns is None:
+                seq.first_scheduled_ns = now_ns
         p_tokens = 0
         attn = 0.0
         short = 0
@@ -269,6 +273,7 @@ class Engine:
             "kv_cache_tokens": plan.kv_tokens,
             "weights_gib_per_device": round(plan.weight_bytes / gib, 3),
             "short_prompt_pathology_active": self.physics.pathology_active,
+            "prefill_pass_interval_steps": self.scheduler.prefill_interval,
             "slow_start_s": self.faults.slow_start_s,
             # Host-side time before the scheduler sees a request (API server work): part of
             # TTFT, not of queueing; a search benchmark can subtract it.

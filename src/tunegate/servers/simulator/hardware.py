@@ -135,22 +135,23 @@ HARDWARE: dict[str, HardwareProfile] = {
         link_bandwidth=196e9,
         # HCCL small all-reduce across 8 chips: tens of microseconds (vendor tuning guides
         # recommend HCCL_OP_EXPANSION_MODE=AIV to cut it); order-of-magnitude value.
-        collective_latency_s=60e-6,
+        collective_latency_s=40e-6,
         compute_efficiency=0.45,
         bandwidth_efficiency=0.70,
         # Eager (single-op) mode on the NPU is host-bound: every operator is dispatched from the
-        # host (aclnn), ~125 us per layer (12 ms per step on an 80-layer 70B); graph mode cuts it.
+        # host (aclnn), ~80 us per layer (6.4 ms per step on an 80-layer 70B); graph mode cuts
+        # it. Order-of-magnitude value, calibrated with the two below on the seed article.
         graph_step_overhead_s=2e-3,
-        eager_launch_per_layer_s=125e-6,
-        # 0.9 ms per sequence, ~22x the GPU value: a calibrated, not a datasheet, number. The
-        # seed article pins it: its generation rate fixes a 16-sequence decode step at ~52 ms,
-        # and its +6% throughput from chunked prefill fixes a 1-sequence prefill-only step at
-        # ~0.8 of that. A per-step cost cannot produce that split (it would cost the prefill
-        # step as much as the decode step); a per-sequence one does. The assumed mechanism is
-        # host-side per-sequence work in eager single-op mode (sampling and its metadata,
-        # block tables, detokenisation in Python) on the node's slower aarch64 host cores; no
-        # public per-sequence measurement of vllm-ascend exists to cite.
-        per_seq_overhead_s=0.9e-3,
+        eager_launch_per_layer_s=80e-6,
+        # 0.5 ms per sequence, ~12x the GPU value: a calibrated, not a datasheet, number. The
+        # assumed mechanism is host-side per-sequence work in eager single-op mode (sampling and
+        # its metadata, block tables, detokenisation in Python) on the node's slower aarch64
+        # host cores; no public per-sequence measurement of vllm-ascend exists to cite. With
+        # the constants above, a 16-sequence decode step costs ~39 ms without chunked prefill
+        # (~51 ms with it: the ``seed`` scenario's split-fuse overhead), which is what the seed
+        # article's generation rates and its +6% throughput from chunked prefill pin (see
+        # ``scenarios.py``).
+        per_seq_overhead_s=0.5e-3,
         runtime_reserved_bytes=3.0 * GIB,
     ),
 }

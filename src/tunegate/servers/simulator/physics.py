@@ -15,7 +15,11 @@ attention kernels of a layer run one after the other, not overlapped::
 * ``t_allreduce`` (TP > 1): 2 all-reduces per layer, costed in :mod:`.comm` (NCCL's protocol
   model on NVIDIA, ``NCCL_PROTO``; HCCL latency x ``HCCL_OP_EXPANSION_MODE`` on the NPU).
 * ``host_overhead``: per-step host cost (graphs), plus in eager mode a launch cost per
-  transformer layer (``TASK_QUEUE_ENABLE`` scales it on the NPU), plus a per-sequence cost.
+  transformer layer (``TASK_QUEUE_ENABLE`` scales it on the NPU), plus a per-sequence cost,
+  plus, with chunked prefill on, the scenario's ``chunked_prefill_step_overhead_s`` (the seed
+  NPU engine's mixed "split-fuse" step path; 0 for the healthy scenarios).
+* The short-prompt pathology (``Scenario.short_prompt_prefill_efficiency``, chunked prefill
+  off): prompt tokens of short prompts run their GEMMs at that fraction of peak compute.
 
 KV capacity per chip = ``gpu_memory_utilization`` x capacity - weights / tp - activation peak -
 runtime reserve, as vLLM's memory profiler computes it.
@@ -113,6 +117,8 @@ class Physics:
             step += hw.eager_launch_per_layer_s * m.num_layers
         if hw.vendor == "huawei":
             step *= config.env_factor("TASK_QUEUE_ENABLE")
+        if config.enable_chunked_prefill:
+            step += scenario.chunked_prefill_step_overhead_s
         self._step_overhead = step
         self._seq_overhead = hw.per_seq_overhead_s
 

@@ -16,6 +16,47 @@ optima that are not at an edge of the range):
   ``tests/unit/servers/simulator/test_sim_landscape.py`` asserts this.
 * The other healthy scenarios behave alike in kind (throughput monotone, goodput under a TPOT
   SLO peaking inside the ``max_num_seqs`` range); only ``h100-8b`` is pinned by a test.
+
+Scenario ``seed`` (the article's 8-card NPU node, 70B at TP8, eager) is calibrated on the
+article's workload (1319 requests, concurrency 16, mean input 62.95 / output 158.54 tokens) to
+its rows (a) stream=false, chunked prefill off: TTFT == E2EL = 9557.6 ms, prefill 7.07 tok/s,
+generation 16.78 tok/s; and (b) streaming, chunked prefill on: TTFT ~1.1 s, E2EL 8.96 s, prefill
+70.35, generation 18.36, throughput +6%. The article never ran (c), streaming with chunked
+prefill off, which separates the gauge repair from the prefill fix; here it is a consequence of
+the mechanism below, not a fitted row.
+
+* **Front-end latency.** The streamed TTFT of 1.1 s for 63-token prompts in (b) cannot come from
+  the engine (a step costs ~50 ms) nor from queueing (that would spread TTFT far wider than its
+  prefill-rate mean allows): it is host-side front-end latency (lognormal, mean 1.05 s), the
+  same in every row, which no engine knob changes. ``/metrics`` reports it as
+  ``tunegate_sim:request_frontend_time_seconds`` (not queue time) and engine info as
+  ``frontend_latency_mean_s``, so a search benchmark can subtract it.
+* **The short-prompt prefill pathology (chunked prefill off).** The engine is decode-first: a
+  prompt is admitted when it arrives but prefilled only in a dedicated prefill-only pass, run
+  every ``prefill_pass_interval_steps=128`` decode steps (~5 s), on the non-chunked short-prompt
+  kernel path (``short_prompt_prefill_efficiency=0.2``: a pass of ~9 prompts costs ~190 ms, not
+  ~115 ms). Decodes in between run the dedicated decode path (a 16-sequence step ~39 ms). A
+  short prompt therefore waits ~2.7 s for its pass: prefill is slower per token than decode as
+  a streaming client sees it (input / TTFT ~21 tok/s vs 1 / TPOT ~27 tok/s, the gauge's
+  ``prefill_slower_than_decode``) and as the server's own histograms see it (the wait is
+  ``vllm:request_prefill_time_seconds``, admitted -> first token, not WAITING-queue time).
+* **Chunked prefill on.** Prompts join the next step, mixed with decodes, so TTFT is the
+  front-end latency plus ~70 ms; but every step runs the mixed ("split-fuse") attention path
+  instead of the dedicated decode one, ``chunked_prefill_step_overhead_s=12 ms`` more per step (a
+  16-sequence step ~51 ms). This cost is forced by the article's numbers, not chosen: (a) and (c)
+  run one engine config, so E2EL(c) = E2EL(a) = 9557.6 ms, and prefill slower than decode in (c)
+  means TTFT(c) / 62.95 > (E2EL - TTFT(c)) / 157.54, i.e. TTFT(c) > 2.73 s and TPOT(c) < 43 ms,
+  while (b) has TPOT = (8960 - 1100) / 157.54 ~ 50 ms. Decode reads the weights once per step
+  whatever the batch, so the ~4 fewer decoding sequences of (c) cannot explain the gap: the
+  chunked engine's step must cost more. Its size is a modelling assumption (vllm-ascend's
+  chunked-prefill attention path is known to be slower than its decode-only path; no public
+  per-step figure exists to cite).
+
+Result (``python -m tunegate.servers.simulator.seed_table``, noise-free): (a) TTFT = E2EL 9567
+ms, prefill 6.99, generation 16.61; (b) TTFT 1121 ms, E2EL 9031 ms, prefill 66.7, generation
+17.43, throughput +6.1%; (c) TTFT 3751 ms, E2EL 9567 ms, prefill 21.1 vs decode 27.1 tok/s. The
+article's TTFT -88% (a -> b) is two effects entangled, as the article itself cautions: -61%
+from the gauge repair (a -> c, same engine) and a further -70% from chunked prefill (c -> b).
 """
 
 from __future__ import annotations
@@ -50,6 +91,14 @@ class Scenario:
             runs at this fraction of peak compute instead of the hardware's efficiency (a slow
             non-chunked short-sequence kernel path). ``None`` = healthy.
         short_prompt_threshold: Prompt length below which the pathology applies.
+        prefill_pass_interval_steps: The pathology's scheduling half. When set and chunked
+            prefill is off, the engine is decode-first: prompts are admitted at once but
+            prefilled only in a dedicated prefill-only pass every this many decode steps (at
+            once when nothing decodes); see :mod:`.scheduler`. ``None`` = vLLM V0's
+            prefill-first policy.
+        chunked_prefill_step_overhead_s: Extra time every step costs with chunked prefill on
+            (the engine's mixed "split-fuse" path replaces its dedicated decode path). 0 =
+            healthy: chunked prefill costs nothing when no prefill is in the step.
         frontend_latency_s: Mean host-side time between a request's arrival and its entry into
             the scheduler (API server: parsing, chat template, tokenisation, input processing).
         frontend_latency_sigma: Lognormal shape of that time (0 = constant).
@@ -67,6 +116,8 @@ class Scenario:
     device_memory_in_use: float = 1.0 * GIB
     short_prompt_prefill_efficiency: float | None = None
     short_prompt_threshold: int = 256
+    prefill_pass_interval_steps: int | None = None
+    chunked_prefill_step_overhead_s: float = 0.0
     frontend_latency_s: float = 0.0
     frontend_latency_sigma: float = 0.0
     start_time_s: float = 0.2
@@ -78,58 +129,53 @@ def _frozen(**kwargs: object) -> Mapping[str, object]:
     return MappingProxyType(dict(kwargs))
 
 
+_NPU_ENGINE_DEFAULTS = _frozen(
+    tensor_parallel_size=8,
+    enforce_eager=True,
+    enable_chunked_prefill=False,
+    gpu_memory_utilization=0.5,
+    max_model_len=4096,
+    block_size=128,
+)
+
+
 SCENARIOS: dict[str, Scenario] = {
     # The seed article's deployment: an 8-card NPU node serving a ~70B model with TP8, eager
-    # mode. Calibrated so that the seed workload reproduces the article's table (see the issue
-    # note): gpu_memory_utilization=0.5 gives the article's ~10 GiB KV cache per card. The
-    # article's streamed TTFT of 1.1 s for 63-token prompts cannot come from the engine (a
-    # prefill step costs ~40 ms here) nor from queueing (that would spread TTFT far wider than
-    # its prefill-rate mean allows); it is modelled as host-side front-end latency (lognormal,
-    # mean 1.05 s), so about 95% of this scenario's TTFT is that fixed latency, which no engine
-    # knob changes. /metrics reports it as tunegate_sim:request_frontend_time_seconds (not as
-    # queue time) and engine info as frontend_latency_mean_s, so a search benchmark can
-    # subtract it. The pathology is mild (efficiency 0.2): the article's +6% throughput from
-    # chunked prefill bounds the cost of a non-chunked prefill step to ~40 ms.
+    # mode, chunked prefill off; gpu_memory_utilization=0.5 gives the article's ~10 GiB KV
+    # cache per card. The module docstring gives the calibration to the article's table.
     "seed": Scenario(
         name="seed",
         description=(
-            "Seed article: Ascend-910B-like x8, 70B, TP8, eager, chunked prefill off; ~95% of "
-            "TTFT is a fixed 1.05 s front-end latency (frontend_latency_mean_s), not the engine"
+            "Seed article: Ascend-910B-like x8, 70B, TP8, eager, chunked prefill off; short-"
+            "prompt prefill slower than decode (decode-first, deferred prefill passes) until "
+            "chunked prefill is enabled; 1.05 s front-end latency (frontend_latency_mean_s)"
         ),
         hardware="ascend910b",
         model="llama-3.1-70b",
         num_devices=8,
-        engine_defaults=_frozen(
-            tensor_parallel_size=8,
-            enforce_eager=True,
-            enable_chunked_prefill=False,
-            gpu_memory_utilization=0.5,
-            max_model_len=4096,
-            block_size=128,
-        ),
+        engine_defaults=_NPU_ENGINE_DEFAULTS,
         device_memory_in_use=2.0 * GIB,
         short_prompt_prefill_efficiency=0.2,
+        prefill_pass_interval_steps=128,
+        chunked_prefill_step_overhead_s=12e-3,
         frontend_latency_s=1.05,
         frontend_latency_sigma=0.45,
     ),
-    # The pathology at full strength: non-chunked prefill of short prompts is slower per token
-    # than decode until chunked prefill is enabled.
+    # The seed engine with the short-prompt kernel pathology at full strength: a non-chunked
+    # prefill pass of short prompts is slower per token than decode even as the server times
+    # it (not only as the client sees it), until chunked prefill is enabled. Same decode-first
+    # scheduler and split-fuse overhead as ``seed``; no front-end latency.
     "npu-short-prompt": Scenario(
         name="npu-short-prompt",
-        description="Seed hardware with a severe short-prompt prefill pathology",
+        description="Seed engine with a severe short-prompt prefill kernel pathology",
         hardware="ascend910b",
         model="llama-3.1-70b",
         num_devices=8,
-        engine_defaults=_frozen(
-            tensor_parallel_size=8,
-            enforce_eager=True,
-            enable_chunked_prefill=False,
-            gpu_memory_utilization=0.5,
-            max_model_len=4096,
-            block_size=128,
-        ),
+        engine_defaults=_NPU_ENGINE_DEFAULTS,
         device_memory_in_use=2.0 * GIB,
         short_prompt_prefill_efficiency=0.008,
+        prefill_pass_interval_steps=128,
+        chunked_prefill_step_overhead_s=12e-3,
     ),
     "h100-8b": Scenario(
         name="h100-8b",

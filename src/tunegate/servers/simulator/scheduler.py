@@ -8,6 +8,12 @@ Two policies, as in vLLM:
 * **Chunked prefill off** (vLLM V0 style): if waiting prompts fit (whole, within the budget, the
   sequence limit and free KV blocks), the step is prefill-only and decodes wait; otherwise the
   step decodes every running sequence.
+* **Chunked prefill off, decode-first** (``prefill_interval``, a scenario quirk: the seed
+  article's NPU engine): waiting prompts are admitted at once (KV reserved, counted as running)
+  but prefilled only in a dedicated prefill-only pass that runs every ``prefill_interval``
+  decode steps, or at once when nothing decodes. Short prompts then wait for the pass: the
+  wait is part of their prefill time (``vllm:request_prefill_time_seconds``: admitted ->
+  first token), not of WAITING-queue time, because the engine has already taken them in.
 
 When a sequence needs a KV block and none is free, the most recently admitted running sequence
 (``fcfs``) or the lowest-priority one (``priority``: larger value = later, as in vLLM) is
@@ -32,6 +38,9 @@ class Batch:
     decode: list[Seq] = field(default_factory=list)
     prefill: list[tuple[Seq, int]] = field(default_factory=list)
     preempted: int = 0
+    admitted: list[Seq] = field(default_factory=list)
+    """Sequences admitted into the running set this step without computing anything yet
+    (decode-first policy: their prefill waits for the next prefill pass)."""
 
     def __bool__(self) -> bool:
         return bool(self.decode or self.prefill)
@@ -48,6 +57,7 @@ class Scheduler:
         max_num_batched_tokens: int,
         chunked_prefill: bool,
         policy: str,
+        prefill_interval: int | None = None,
     ) -> None:
         self.blocks = blocks
         self.max_num_seqs = max_num_seqs
@@ -57,6 +67,8 @@ class Scheduler:
         self.waiting: list[tuple[int, int, int, Seq]] = []
         self.running: list[Seq] = []
         self.preemptions_total = 0
+        self.prefill_interval = None if chunked_prefill else prefill_interval
+        self._decodes_since_pass = 0
 
     def add(self, seq: Seq) -> None:
         """Queue a sequence (new, or preempted)."""
@@ -75,6 +87,8 @@ class Scheduler:
             budget = self._schedule_running(batch, self.budget)
             if not batch.preempted:
                 self._admit(batch, budget)
+        elif self.prefill_interval is not None:
+            self._schedule_decode_first(batch, self.prefill_interval)
         else:
             if self.waiting and len(self.running) < self.max_num_seqs:
                 self._admit(batch, self.budget)
@@ -101,12 +115,44 @@ class Scheduler:
         self.preemptions_total += 1
         self.add(seq)
 
-    def _schedule_running(self, batch: Batch, budget: int) -> int:
+    def _schedule_decode_first(self, batch: Batch, interval: int) -> None:
+        """Decode-first without chunked prefill: prefill only in deferred, dedicated passes.
+
+        Waiting prompts are admitted at once (KV blocks reserved; they count as running and
+        leave the WAITING queue) but computed only in a prefill-only pass, which runs when
+        ``interval`` decode steps have run since the previous pass, or at once when no sequence
+        is decoding. A pass prefills every admitted prompt that fits the token budget.
+        """
+        self._admit(batch, 1 << 30, compute=False)
+        running = self.running
+        decoding = False
+        pending = False
+        for seq in running:
+            if seq.num_computed < seq.prefill_target:
+                pending = True
+            else:
+                decoding = True
+        if pending and (not decoding or self._decodes_since_pass >= interval):
+            budget = self.budget
+            for seq in running:
+                n = seq.prefill_target - seq.num_computed
+                if 0 < n <= budget:
+                    batch.prefill.append((seq, n))
+                    budget -= n
+            self._decodes_since_pass = 0
+            return
+        self._schedule_running(batch, 1 << 30, decode_only=True)
+        self._decodes_since_pass += 1
+
+    def _schedule_running(self, batch: Batch, budget: int, *, decode_only: bool = False) -> int:
         blocks = self.blocks
         scheduled: set[int] = set()
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
+            if decode_only and seq.num_computed < seq.prefill_target:
+                i += 1  # admitted, its prefill waits for the next prefill pass
+                continue
             n = (
                 seq.prefill_target - seq.num_computed
                 if seq.num_computed < seq.prefill_target
@@ -139,7 +185,7 @@ class Scheduler:
             batch.prefill = [(s, n) for s, n in batch.prefill if s.state == SeqState.RUNNING]
         return budget
 
-    def _admit(self, batch: Batch, budget: int) -> None:
+    def _admit(self, batch: Batch, budget: int, *, compute: bool = True) -> None:
         blocks = self.blocks
         waiting = self.waiting
         while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
@@ -159,5 +205,8 @@ class Scheduler:
             seq.num_computed = cached
             seq.state = SeqState.RUNNING
             self.running.append(seq)
-            batch.prefill.append((seq, n))
+            if compute:
+                batch.prefill.append((seq, n))
+            else:
+                batch.admitted.append(seq)
             budget -= n

@@ -62,3 +62,43 @@ def test_closed_loop_successor_misses_the_step_starting_at_the_previous_completi
     one_step = r1.t_first_ns - r1.t_send_ns
     gap = r1.content_times_ns[-1] - r1.content_times_ns[-2]
     assert r2.t_first_ns - r2.t_send_ns > one_step + 0.5 * gap
+
+
+def test_seed_engine_without_chunked_prefill_defers_prefill_to_a_pass_every_k_decodes() -> None:
+    from tunegate.servers.simulator.engine import Engine
+    from tunegate.servers.simulator.sequence import Seq
+
+    engine = Engine("seed", noise=False)
+    k = engine.scheduler.prefill_interval
+    assert k == 128
+    first = Seq(0, 63, 1000, 0)
+    engine.add(first)
+    step = engine.step(0)  # nothing decodes: the prefill pass runs at once
+    assert step is not None and step.emitted == [first]
+    late = Seq(1, 63, 10, step.end_ns)
+    engine.add(late)
+    now = admitted = step.end_ns
+    for _ in range(k):  # k decode steps of the running sequence; the new prompt waits
+        step = engine.step(now)
+        assert step is not None and step.emitted == [first]
+        now = step.end_ns
+    # It was admitted (left the WAITING queue) at once; its prefill runs in the next pass.
+    assert late.first_scheduled_ns == admitted and late.generated == 0
+    step = engine.step(now)
+    assert step is not None and step.emitted == [late]  # prefill-only pass
+
+
+def test_seed_engine_with_chunked_prefill_mixes_a_new_prompt_into_the_next_step() -> None:
+    from tunegate.servers.simulator.engine import Engine
+    from tunegate.servers.simulator.sequence import Seq
+
+    engine = Engine("seed", {"enable_chunked_prefill": True}, noise=False)
+    assert engine.scheduler.prefill_interval is None
+    first = Seq(0, 63, 1000, 0)
+    engine.add(first)
+    step = engine.step(0)
+    assert step is not None
+    late = Seq(1, 63, 10, step.end_ns)
+    engine.add(late)
+    step = engine.step(step.end_ns)
+    assert step is not None and set(step.emitted) == {first, late}
