@@ -202,6 +202,9 @@ class Tuner:
             return self.rs
         try:
             self._open(resume)
+            if self.rs.state.is_final:  # resuming a run that had already finished
+                write_summary(self.run_dir, self.config, self.rs)
+                return self.rs
             if self.rs.state is State.LEASE:
                 self.say(f"lease held (epoch {self.lease.epoch}) for {self._service_id()}")
             while not self.rs.state.is_final:
