@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck bench-gauge clean
+.PHONY: install demo test lint typecheck bench-gauge clean llama-server
 
 install: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tunegate demo --out-dir demo-out
 
-test: $(STAMP)
+test: $(STAMP) llama-server
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
@@ -28,6 +28,11 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# llama.cpp's llama-server for the integration tests: built once (~10 min on 2 cores) into
+# ${TUNEGATE_CACHE:-~/.cache/tunegate}/llama.cpp/<version>/, reused afterwards (< 1 s).
+llama-server: $(STAMP)
+	bash scripts/build_llama_server.sh
 
 bench-gauge: $(STAMP)
 	$(BIN)/python benchmarks/gauge_accuracy.py

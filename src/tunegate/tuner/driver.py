@@ -169,7 +169,8 @@ class Tuner:
 
     def _ensure_running(self) -> None:
         """After a crash nothing runs: start the config the resumed state expects."""
-        if self.rs.state in (State.LEASE, State.BASELINE) and self.rs.kept is None:
+        if self.rs.state.is_final or (
+                self.rs.state in (State.LEASE, State.BASELINE) and self.rs.kept is None):
             return
         testing = self.rs.state in (State.MEASURE, State.VALIDATE, State.VERIFY, State.GATE)
         params = (self.rs.candidate or {}).get("params") if testing else self.rs.kept
