@@ -47,6 +47,7 @@ TokenCounter = Callable[[str], int]
 """Counts tokens of a text with a real tokenizer the user named."""
 
 _MAX_ERROR_BODY = 4096
+_STALE_CONNECTION_RETRIES = 1
 
 
 def redact_url(url: str) -> str:
@@ -103,6 +104,7 @@ class _Observation:
         self.t_issue_ns = t_issue_ns
         self.t_send_ns = t_issue_ns  # refined by the trace hooks when the bytes go out
         self.body_started = False
+        self.connection_retries = 0
         self.t_end_ns: int | None = None
         self.outcome: Outcome | None = None
         self.error: str | None = None
@@ -161,6 +163,7 @@ class _Observation:
             finish_reason=self.finish_reason,
             error=self.error,
             response_streamed=self.response_streamed,
+            connection_retries=self.connection_retries,
             generated_text=text if self.config.keep_text else None,
         )
         _assign_counts(record, self.spec, text, count_tokens, self.config.endpoint)
@@ -324,6 +327,27 @@ def _headers(config: ClientConfig, spec: RequestSpec) -> dict[str, str]:
     return headers
 
 
+async def _exchange(
+    session: aiohttp.ClientSession,
+    config: ClientConfig,
+    body: bytes,
+    headers: dict[str, str],
+    obs: _Observation,
+) -> None:
+    """One HTTP exchange: post, then read the status, the stream or the body."""
+    async with session.post(
+        config.url, data=body, headers=headers, trace_request_ctx=obs
+    ) as response:
+        obs.http_status = response.status
+        if response.status != 200:
+            message = await _error_body(response)
+            obs.fail(Outcome.SERVER_ERROR, f"HTTP {response.status}: {message}")
+        elif response.content_type == "text/event-stream":
+            await _consume_stream(response, obs)
+        else:
+            await _consume_body(response, obs)
+
+
 async def send_request(
     session: aiohttp.ClientSession,
     spec: RequestSpec,
@@ -347,27 +371,36 @@ async def send_request(
     body = json.dumps(payload).encode()
     headers = _headers(config, spec)
     obs = _Observation(spec, config, time.monotonic_ns())
-    try:
-        async with asyncio.timeout(config.request_timeout_s):
-            async with session.post(
-                config.url, data=body, headers=headers, trace_request_ctx=obs
-            ) as response:
-                obs.http_status = response.status
-                if response.status != 200:
-                    message = await _error_body(response)
-                    obs.fail(Outcome.SERVER_ERROR, f"HTTP {response.status}: {message}")
-                elif response.content_type == "text/event-stream":
-                    await _consume_stream(response, obs)
-                else:
-                    await _consume_body(response, obs)
-    except TimeoutError:
-        obs.fail(Outcome.TIMEOUT, f"no complete response within {config.request_timeout_s:g} s")
-    except asyncio.CancelledError:
-        obs.fail(Outcome.TRUNCATED, "interrupted before the response completed")
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-        obs.fail(Outcome.TRUNCATED, f"connection lost mid-response: {type(exc).__name__}")
-    except aiohttp.ClientConnectionError as exc:
-        obs.fail(Outcome.SERVER_ERROR, f"cannot connect to {redact_url(config.base_url)}: {exc}")
-    except aiohttp.ClientError as exc:
-        obs.fail(Outcome.SERVER_ERROR, f"HTTP client error: {type(exc).__name__}: {exc}")
+    deadline = time.monotonic() + config.request_timeout_s
+    for attempt in range(_STALE_CONNECTION_RETRIES + 1):
+        try:
+            async with asyncio.timeout_at(asyncio.get_running_loop().time()
+                                          + (deadline - time.monotonic())):
+                await _exchange(session, config, body, headers, obs)
+        except TimeoutError:
+            obs.fail(Outcome.TIMEOUT,
+                     f"no complete response within {config.request_timeout_s:g} s")
+        except asyncio.CancelledError:
+            obs.fail(Outcome.TRUNCATED, "interrupted before the response completed")
+        except aiohttp.ClientConnectorError as exc:  # nothing listening: no retry
+            obs.fail(Outcome.SERVER_ERROR,
+                     f"cannot connect to {redact_url(config.base_url)}: {exc}")
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            if obs.http_status is None and attempt < _STALE_CONNECTION_RETRIES:
+                # The server closed a kept-alive connection without saying so (llama.cpp's
+                # server does this after every stream): the request never reached it, so it
+                # is sent again on a fresh connection with a fresh send time.
+                obs.connection_retries += 1
+                continue
+            lost = "before any response" if obs.http_status is None else "mid-response"
+            obs.fail(Outcome.TRUNCATED if obs.http_status is not None else Outcome.SERVER_ERROR,
+                     f"connection lost {lost}: {type(exc).__name__}: {exc}")
+        except aiohttp.ClientPayloadError as exc:
+            obs.fail(Outcome.TRUNCATED, f"connection lost mid-response: {type(exc).__name__}")
+        except aiohttp.ClientConnectionError as exc:
+            obs.fail(Outcome.SERVER_ERROR,
+                     f"cannot connect to {redact_url(config.base_url)}: {exc}")
+        except aiohttp.ClientError as exc:
+            obs.fail(Outcome.SERVER_ERROR, f"HTTP client error: {type(exc).__name__}: {exc}")
+        break
     return obs.to_record(count_tokens)

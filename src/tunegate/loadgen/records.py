@@ -77,6 +77,8 @@ class RequestRecord:
         error: Why the request failed (never contains secrets).
         response_streamed: Whether the server actually answered with an SSE stream (``False``:
             one JSON body, e.g. a server that ignored ``stream=true``); ``None`` if unknown.
+        connection_retries: Times the request was re-sent because a kept-alive connection
+            turned out to be closed before any response (the server never saw it).
         generated_text: The text, kept only when asked for (``--save-detailed``).
     """
 
@@ -104,6 +106,7 @@ class RequestRecord:
     finish_reason: str | None = None
     error: str | None = None
     response_streamed: bool | None = None
+    connection_retries: int = 0
     generated_text: str | None = None
 
     @property

@@ -28,6 +28,8 @@ class Behaviour:
         truncate_after: Close the connection after this many tokens, without ``[DONE]``.
         malformed_after: Send a non-JSON ``data:`` line after this many tokens.
         http_error_every: Every N-th request gets HTTP 500.
+        close_after_stream: Close the connection after each stream without saying so (no
+            ``Connection: close``), as llama.cpp's server does.
         model: The model name served.
     """
 
@@ -46,6 +48,7 @@ class Behaviour:
     truncate_after: int | None = None
     malformed_after: int | None = None
     http_error_every: int | None = None
+    close_after_stream: bool = False
     model: str = "loopback"
 
     @classmethod

@@ -161,6 +161,8 @@ async def _completion(request: web.Request) -> web.StreamResponse:
         await response.write(out.frame(json.dumps(final)))
     await response.write(out.frame("[DONE]"))
     await response.write_eof()
+    if b.close_after_stream and request.transport is not None:
+        request.transport.close()  # no Connection: close header: the client finds out later
     return response
 
 
