@@ -1,0 +1,114 @@
+"""tunegate against an engine nobody here wrote: bench, validate, tune and roll back llama.cpp.
+
+The real ``llama-server`` (built by ``make llama-server``; ``make test`` builds it) serves a
+random-weight model made at test time. A short tuning run over slots (``-np``), threads and
+batch size keeps a config that equals or beats the default with the gate's evidence; then an
+impossible config (a context no machine can allocate) fails to start, the restart rolls back to
+the kept config on its own, and the server that remains answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunegate.api import BenchOptions, TargetOptions, bench
+from tunegate.results import write_json
+from tunegate.servers.lifecycle import RestartStatus, restart
+from tunegate.testing.gguf_models import BENCH, ensure_model
+from tunegate.testing.llamacpp import (
+    BUILD_HINT,
+    find_llama_server,
+    free_cores,
+    free_loopback_port,
+)
+from tunegate.tuner.config import TuneConfig
+from tunegate.tuner.driver import Tuner
+from tunegate.workload import WorkloadConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+WORKLOAD = {"dataset": "synthetic", "num_requests": 16, "input_tokens": "32",
+            "output_tokens": "32", "concurrency": 4, "seed": 1}
+
+
+def _config(binary: Path, model: Path, port: int, threads: int) -> TuneConfig:
+    return TuneConfig.model_validate({
+        "run": {"budget": 6, "seed": 0, "recheck_every": 0},
+        "server": {"adapter": "llamacpp", "model": str(model), "port": port,
+                   "startup_budget_s": 120, "options": {"executable": [str(binary)]}},
+        "baseline": {"parallel": 1, "threads": threads, "ctx_size": 4096},
+        "benchmark": {"stream": True},
+        "workload": WORKLOAD,
+        "space": [
+            {"name": "parallel", "kind": "int", "layer": "memory_concurrency",
+             "low": 1, "high": 4, "default": 1},
+            {"name": "threads", "kind": "int", "layer": "environment", "low": 1,
+             "high": threads, "default": threads,
+             "reason": "never more threads than free cores: llama.cpp's decode collapses"},
+            {"name": "batch_size", "kind": "log_int", "layer": "scheduling",
+             "low": 64, "high": 2048, "default": 2048},
+            {"name": "ctx_size", "kind": "int", "layer": "memory_concurrency",
+             "light": "forbidden", "low": 4096, "high": 4096, "default": 4096,
+             "reason": "per-slot context = ctx_size / parallel must hold a request"},
+        ],
+        "objective": {"metric": "output_throughput", "direction": "higher"},
+        "guardrails": [{"metric": "mean_ttft_ms", "direction": "lower", "tolerance": 0.5}],
+        "gate": {"repeats": 3, "initial_repeats": 3},
+    })
+
+
+def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -> None:
+    binary = find_llama_server()
+    if binary is None:
+        pytest.skip(f"llama-server is not built; {BUILD_HINT}")
+    model = ensure_model(BENCH)
+    threads = min(2, free_cores())
+    config = _config(binary, model, free_loopback_port(), threads)
+    tuner = Tuner(config, tmp_path / "run", lock_dir=tmp_path / "locks")
+    try:
+        state = tuner.run()
+        assert state.state.value == "budget_exhausted", state.reason
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        baseline = summary["baseline"]["values"]["output_throughput"]
+        kept = summary["kept"]
+        if kept["trial"] != 0:  # something beat the default: the gate says by how much
+            decisions = [json.loads(line)["data"]
+                         for line in (tmp_path / "run" / "decisions.jsonl").open()]
+            by_id = {d["id"]: d for d in decisions}
+            produced_by = by_id[kept["decision"]]["produced_by"]
+            assert by_id[produced_by]["outputs"]["decision"] == "ACCEPT"
+            assert kept["values"]["output_throughput"] > baseline
+        assert subprocess.run([sys.executable, "-m", "tunegate", "replay",
+                               str(tmp_path / "run")], check=False).returncode == 0
+
+        # bench + validate the server the tuner left running (the kept config)
+        url = f"http://127.0.0.1:{config.server.port}"
+        result = bench(BenchOptions(target=TargetOptions(url=url),
+                                    workload=WorkloadConfig.model_validate(WORKLOAD)))
+        assert result.summary["completed"] == 16
+        write_json(tmp_path / "bench.json", result.to_json(save_detailed=True))
+        validate = subprocess.run([sys.executable, "-m", "tunegate", "validate",
+                                   str(tmp_path / "bench.json")], check=False,
+                                  capture_output=True, text=True)
+        assert validate.returncode == 0, validate.stdout
+
+        # an impossible config rolls back to the kept one by itself
+        kept_config = tuner._server_config(kept["params"])
+        impossible = tuner._server_config({**kept["params"], "ctx_size": 1 << 30})
+        outcome = restart(tuner.adapter, impossible, fallback_config=kept_config,
+                          log_dir=tmp_path / "logs", current=tuner.handle, budget=120)
+        tuner.handle = outcome.handle
+        assert outcome.status is RestartStatus.ROLLED_BACK
+        assert outcome.running_config == kept_config
+        after = bench(BenchOptions(target=TargetOptions(url=url),
+                                   workload=WorkloadConfig.model_validate(
+                                       {**WORKLOAD, "num_requests": 4})))
+        assert after.summary["completed"] == 4
+    finally:
+        if tuner.handle is not None:
+            tuner.adapter.stop(tuner.handle)
