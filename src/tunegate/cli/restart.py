@@ -53,7 +53,7 @@ def _kept(run_dir: Path) -> dict[str, Any]:
 def _report(outcome: Any) -> int:
     data = outcome.to_dict()
     console.print(f"restart: {data['status']}")
-    for key in ("new_report", "rollback_report"):
+    for key in ("report", "rollback_report"):
         report = data.get(key)
         if report:
             for step in report.get("steps", []):
