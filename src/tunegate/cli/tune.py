@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,8 +49,17 @@ def _config_from_journal(run_dir: Path):  # type: ignore[no-untyped-def]
     records = read_journal(path).records
     first = next((r for r in records if r.type == "config"), None)
     if first is None:
-        raise UsageError(f"--resume {run_dir}: the journal holds no config record")
+        raise UsageError(f"--resume {run_dir}: the run was stopped before it recorded its "
+                         f"config; start it again with --config FILE --run-dir {run_dir}")
     return TuneConfig.model_validate(first.data)
+
+
+def _holds_a_run(run_dir: Path) -> bool:
+    """A journal with a config record: an empty one is a run killed before it began."""
+    from tunegate.tuner.journal import read_journal
+
+    path = run_dir / "journal.jsonl"
+    return path.is_file() and any(r.type == "config" for r in read_journal(path).records)
 
 
 def _trials_table(summary: dict) -> Table:  # type: ignore[type-arg]
@@ -81,7 +91,7 @@ def run(argv: Sequence[str]) -> int:
         config = load_config(args.config) if args.config else default_config()
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = args.run_dir or Path("runs") / f"tune-{stamp}"
-        if (run_dir / "journal.jsonl").exists():
+        if _holds_a_run(run_dir):
             raise UsageError(f"--run-dir {run_dir} already holds a run; use --resume {run_dir} "
                              "or another directory")
     if args.budget is not None:
@@ -91,6 +101,8 @@ def run(argv: Sequence[str]) -> int:
     def say(line: str) -> None:
         if not args.quiet:
             console.print(line)
+        elif line.startswith("another tuning run holds this service"):
+            print(f"tunegate tune: {line}", file=sys.stderr)  # --quiet still says why
 
     status = console.status("starting", spinner="dots") if not args.quiet else None
 

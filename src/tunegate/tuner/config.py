@@ -132,9 +132,17 @@ class TuneConfig(_Strict):
     @model_validator(mode="after")
     def _constraints_parse(self) -> TuneConfig:
         try:
-            self.search_space()
+            space = self.search_space()
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
+        for param in space.params:
+            if param.kind not in ("bool", "categorical"):
+                continue  # a numeric baseline outside the searched range is legitimate
+            for where, value in (("baseline", self.baseline.get(param.name)),
+                                 (f"space {param.name} default", param.default)):
+                if value is not None and value not in param.values:
+                    raise ValueError(f"{where}: {param.name} = {value!r} is not one of its "
+                                     f"choices {list(param.values)}")
         return self
 
     def search_space(self) -> SearchSpace:

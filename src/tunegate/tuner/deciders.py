@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tunegate.search.proposer import SobolLocalProposer
+from tunegate.search.objectives import Objective, OutcomeConstraint
+from tunegate.search.proposer import BaseProposer, SobolLocalProposer
+from tunegate.search.selection import select_proposer
 from tunegate.search.space import Light, SearchSpace
 from tunegate.stats import gate as stats_gate
 from tunegate.stats.power import gate_sample_size
@@ -98,11 +100,21 @@ def repeat_plan(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     return {"n": n, "reason": reason, "feasible": feasible}
 
 
-def build_proposer(space: SearchSpace, seed: int) -> SobolLocalProposer:
-    return SobolLocalProposer(space, seed=seed, initial=min(8, max(4, space.dims + 2)))
+def build_proposer(space: SearchSpace, seed: int, *, budget: int | None = None,
+                   objectives: tuple[Objective, ...] = (Objective("value"),),
+                   outcome_constraints: tuple[OutcomeConstraint, ...] = ()) -> BaseProposer:
+    """The run's proposer, chosen by :func:`tunegate.search.selection.select_proposer`.
+
+    A budget below the BO threshold gets the layered coarse sweep, otherwise Bayesian
+    optimisation; ``proposer.selection`` says which and why. The default objective ``value``
+    is the scalar the tuner tells (the objective, sign-adjusted so higher is better); several
+    objectives and SLOs are read from ``tell(values=...)``.
+    """
+    return select_proposer(space, seed, budget=budget, objectives=objectives,
+                           outcome_constraints=outcome_constraints)
 
 
-def replay_history(proposer: SobolLocalProposer, history: list[Mapping[str, Any]]) -> None:
+def replay_history(proposer: BaseProposer, history: list[Mapping[str, Any]]) -> None:
     """Feed a proposer the recorded ``ask``/``register``/``tell`` events, in order."""
     for event in history:
         if event["op"] == "ask":

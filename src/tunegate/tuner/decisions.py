@@ -212,7 +212,12 @@ def replay_decisions(path: str | os.PathLike[str],
     for record in read_journal(path).records:
         if record.type != RECORD_TYPE:
             continue
-        decision = Decision.from_json(record.data)
+        try:
+            decision = Decision.from_json(record.data)
+        except ValueError as exc:  # a stored hash no longer matches: tampered or damaged
+            mismatches.append(ReplayMismatch(str(record.data.get("id", f"seq {record.seq}")),
+                                             str(record.data.get("component", "?")), str(exc)))
+            continue
         entry = registry.get(decision.component)
         if entry is None:
             continue

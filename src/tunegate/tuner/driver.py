@@ -10,7 +10,9 @@ continues after a crash at any point.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,7 @@ from tunegate.tuner.approval import Answer, confirm
 from tunegate.tuner.atomic import atomic_write_json
 from tunegate.tuner.config import BenchmarkSection, TuneConfig
 from tunegate.tuner.decisions import DecisionKind, DecisionLog
+from tunegate.tuner.digest import digest
 from tunegate.tuner.journal import Journal
 from tunegate.tuner.lease import Lease
 from tunegate.tuner.measure import Measurement, measure
@@ -39,6 +42,7 @@ from tunegate.workload import build_workload
 __all__ = ["Tuner"]
 
 BENCH_PREFIX = "benchmark."
+LEASE_TTL_S = 30.0
 
 
 def _shown(value: Any) -> str:
@@ -82,6 +86,8 @@ class Tuner:
         self.decisions: DecisionLog | None = None
         self.lease: Lease | None = None
         self.on_transition = on_transition
+        self.serving: dict[str, Any] | None = None
+        self._seen: dict[tuple[str, str], str] = {}
 
     # ---- set-up, persistence ------------------------------------------------------------
     def _adapter(self) -> Any:
@@ -130,11 +136,24 @@ class Tuner:
         version, function = deciders.REGISTRY[component]
         t0 = time.perf_counter()
         outputs = function(inputs, self.config.run.seed)
+        return outputs, self._record_once(kind, component, version, inputs, outputs,
+                                          (time.perf_counter() - t0) * 1e3,
+                                          produced_by=produced_by)
+
+    def _record_once(self, kind: DecisionKind, component: str, version: str, inputs: Any,
+                     outputs: Any, latency_ms: float, *,
+                     produced_by: str | None = None) -> str:
+        """Record a decision unless the same component already decided on the same inputs
+        (a handler re-run after a crash): replayed runs never hold a decision twice."""
+        key = (component, digest(inputs))
+        if key in self._seen:
+            return self._seen[key]
         assert self.decisions is not None
-        decision = self.decisions.record(kind, component, version, inputs=inputs, outputs=outputs,
-                                         latency_ms=(time.perf_counter() - t0) * 1e3,
+        decision = self.decisions.record(kind, component, version, inputs=inputs,
+                                         outputs=outputs, latency_ms=latency_ms,
                                          seed=self.config.run.seed, produced_by=produced_by)
-        return outputs, decision.id
+        self._seen[key] = decision.id
+        return decision.id
 
     def _open(self, resume: bool) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -142,11 +161,15 @@ class Tuner:
         (self.run_dir / "measurements").mkdir(exist_ok=True)
         self.journal = Journal.open(self.run_dir / "journal.jsonl", lease=self.lease)
         self.decisions = DecisionLog.open(self.run_dir / "decisions.jsonl", lease=self.lease)
-        if not resume or not self.journal.records:
+        if not any(r.type == "config" for r in self.journal.records):
             self.journal.append("config", self.config.to_json())
-            self.rs = RunState(bench=self.config.benchmark.model_dump(),
-                               baseline=self._engine(self.space.default()
-                                                     | dict(self.config.baseline)))
+        self._seen = {(r.data["component"], r.data["input_hash"]): str(r.data["id"])
+                      for r in self.decisions.journal.records if r.type == "decision"}
+        fresh = RunState(bench=self.config.benchmark.model_dump(),
+                         baseline=self._engine(self.space.default()
+                                               | dict(self.config.baseline)))
+        if not resume:
+            self.rs = fresh
             return
         last: dict[str, Any] | None = None
         after: list[dict[str, Any]] = []
@@ -155,14 +178,13 @@ class Tuner:
                 last, after = record.data["state"], []
             elif record.type == "measurement":
                 after.append(record.data)
-        if last is None:
-            raise TunegateError(f"{self.run_dir}: nothing to resume (no transition journalled)")
-        self.rs = RunState.from_json(last)
+        self.rs = fresh if last is None else RunState.from_json(last)  # crashed before LEASE
         for measurement in after:
             self.rs.absorb(measurement)
         if isinstance(self.adapter, VirtualSimulator) and self.rs.adapter_state:
             self.adapter.elapsed_s = float(self.rs.adapter_state["elapsed_s"])
             self.adapter.starts = int(self.rs.adapter_state["starts"])
+        self._stop_orphan()
         self.say(f"resuming in state {self.rs.state.value} after {self.rs.measurements} "
                  f"measurements and {self.rs.trials} trials")
         self._ensure_running()
@@ -172,17 +194,47 @@ class Tuner:
         if self.rs.state.is_final or (
                 self.rs.state in (State.LEASE, State.BASELINE) and self.rs.kept is None):
             return
-        testing = self.rs.state in (State.MEASURE, State.VALIDATE, State.VERIFY, State.GATE)
-        params = (self.rs.candidate or {}).get("params") if testing else self.rs.kept
+        params = self._expected_serving()
         if params is None:
             return
         started = start_with_verification(self.adapter, self._server_config(params),
                                           log_dir=self.run_dir / "logs",
                                           budget=self.config.server.startup_budget_s)
         self.handle = started.handle
+        self._serving(params if started.ok else None)
         if not started.ok:
             raise TunegateError(f"cannot restore the running config after resume: "
                                 f"{started.report.steps[0].detail}")
+
+    def _expected_serving(self) -> dict[str, Any] | None:
+        """Which config runs in the state being entered (the candidate from a successful
+        start until KEEP has made it the kept one; the kept config otherwise)."""
+        rs = self.rs
+        candidate = (rs.candidate or {}).get("params")
+        testing = (State.MEASURE, State.VALIDATE, State.VERIFY, State.GATE, State.KEEP)
+        started = (rs.last_restart or {}).get("status") == RestartStatus.STARTED.value
+        if rs.state in testing or (rs.state is State.VERIFY_START and started):
+            return candidate
+        return rs.kept
+
+    def _serving(self, params: dict[str, Any] | None) -> None:
+        """Remember what runs, and the process group to clean up after a kill -9."""
+        self.serving = dict(params) if params is not None else None
+        pgid = getattr(getattr(self.handle, "popen", None), "pid", None)
+        self.rs.adapter_state["pgid"] = pgid if params is not None else None
+
+    def _stop_orphan(self) -> None:
+        """After kill -9 of a run, the server it had started still runs: stop its group."""
+        pgid = self.rs.adapter_state.get("pgid")
+        if not pgid:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(pgid), signal.SIGTERM)
+            for _ in range(100):
+                time.sleep(0.1)
+                os.killpg(int(pgid), 0)
+            os.killpg(int(pgid), signal.SIGKILL)
+        self.rs.adapter_state["pgid"] = None
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> RunState:
@@ -194,9 +246,11 @@ class Tuner:
             State.VALIDATE: self._validate, State.VERIFY: self._verify, State.GATE: self._gate,
             State.KEEP: self._keep, State.ROLLBACK: self._rollback,
         }
-        self.lease = Lease(self.lock_dir, self._service_id(), ttl_s=30.0)
+        self.lease = Lease(self.lock_dir, self._service_id(), ttl_s=LEASE_TTL_S)
         try:
-            self.lease.acquire(timeout_s=2.0)
+            # A resumed run's previous holder was probably killed: its lease expires after
+            # the TTL, so wait that long; a fresh run is refused quickly when the service is busy.
+            self.lease.acquire(timeout_s=LEASE_TTL_S + 5.0 if resume else 2.0)
         except LeaseBusyError as exc:
             self.rs.state, self.rs.reason = State.ABORTED, str(exc)
             self.say(f"another tuning run holds this service: {exc}")
@@ -249,6 +303,7 @@ class Tuner:
                                           log_dir=self.run_dir / "logs",
                                           budget=self.config.server.startup_budget_s)
         self.handle = started.handle
+        self._serving(params if started.ok else None)
         if not started.ok:
             failed = [s for s in started.report.steps if s.status.value == "failed"]
             self.say(f"start failed: {failed[0].detail if failed else 'not usable'}")
@@ -258,7 +313,7 @@ class Tuner:
     def _baseline(self) -> Event:
         rs = self.rs
         params = rs.kept if rs.kept is not None else rs.baseline
-        if self.handle is None and not self._start(params):
+        if (self.handle is None or self.serving != params) and not self._start(params):
             rs.failed_starts += 1
             if rs.failed_starts >= 2:
                 rs.reason = "the baseline config failed to start twice: environment abnormal"
@@ -270,47 +325,53 @@ class Tuner:
             event = self._preflight(params)
             if event is not None:
                 return event
-        values: dict[str, list[float]] = {}
-        invalid_in_a_row = 0
-        target = self.config.gate.initial_repeats
-        while min((len(v) for v in values.values()), default=0) < target:
-            result = self._measure_once("baseline", params, rs.kept_trial)
-            rs.last_measurement = None
-            if not result.valid:
-                invalid_in_a_row += 1
-                if invalid_in_a_row >= 3:
-                    rs.reason = ("the baseline failed validation three times in a row: "
-                                 + ", ".join(result.validation.codes()))
-                    return Event.BASELINE_INVALID
-                continue
-            invalid_in_a_row = 0
-            for spec in self.specs:
-                value = result.metric(spec.name)
-                if value is not None:
-                    values.setdefault(spec.name, []).append(value)
-            if len(values.get(self.specs[0].name, [])) == self.config.gate.initial_repeats:
-                target = self._plan(values)
-            last_findings = result.validation.codes()
+            params = rs.baseline
+        objective = self.specs[0].name
+        initial = self.config.gate.initial_repeats
+        while True:  # resumable: repeats journalled before a crash are in rs.baseline_values
+            if rs.baseline_invalid >= 3:
+                rs.reason = ("the baseline failed validation three times in a row: "
+                             + ", ".join(rs.baseline_findings))
+                return Event.BASELINE_INVALID
+            done = len(rs.baseline_values.get(objective, []))
+            if done >= initial:
+                first = {k: v[:initial] for k, v in rs.baseline_values.items()}
+                if done >= self._plan(first):
+                    break
+            self._measure_once("baseline", params, rs.kept_trial)
+        values = rs.baseline_values
         rs.kept = dict(params)
-        rs.kept_values = values
+        rs.kept_values = {k: list(v) for k, v in values.items()}
         for name, series in values.items():
             rs.sigma[name] = estimate_noise(series).sigma  # all repeats, not only the first
         if rs.kept_trial is None:
-            self._register_baseline(params, values, last_findings)
-        self.say(f"baseline: {self.specs[0].name} {_mean(values[self.specs[0].name]):.1f} over "
-                 f"{len(values[self.specs[0].name])} repeats, sigma "
-                 f"{rs.sigma.get(self.specs[0].name, 0):.2%}")
+            self._register_baseline(params, values, rs.baseline_findings)
+        self.say(f"baseline: {objective} {_mean(values[objective]):.1f} over "
+                 f"{len(values[objective])} repeats, sigma {rs.sigma.get(objective, 0):.2%}")
+        rs.baseline_values, rs.baseline_invalid = {}, 0
         return Event.OK
 
     def _preflight(self, params: dict[str, Any]) -> Event | None:
         """Measure the service as given once; apply the must-change fixes the gauge asks for."""
         rs = self.rs
-        result = self._measure_once("preflight", params, None)
-        rs.last_measurement = None
-        errors = [f.code for f in result.validation.findings if f.severity.value == "error"]
+        if rs.preflight is None:
+            self._measure_once("preflight", params, None)
+        assert rs.preflight is not None
         lights = {p.name: [p.light.value, p.required] for p in self.space.params}
         outputs, _ = self._decide(DecisionKind.BASELINE, "must_change",
-                                  {"lights": lights, "findings": errors})
+                                  {"lights": lights, "findings": rs.preflight["errors"]})
+        engine = {n: v for n, v in outputs["changes"].items() if not n.startswith(BENCH_PREFIX)}
+        if engine and self.config.run.mode == "production":
+            change = {"trial": "must_change", "reason": "must-change fixes before tuning",
+                      "diff": {k: [params.get(k), v] for k, v in engine.items()}}
+            answer = confirm(self.config.run, change)
+            assert self.decisions is not None
+            self.decisions.record(DecisionKind.APPROVAL, "operator", "1", inputs=change,
+                                  outputs={"answer": answer.value}, latency_ms=0.0)
+            if answer is not Answer.YES:
+                rs.reason = ("production mode: the must-change fixes "
+                             f"{sorted(engine)} were not confirmed; nothing was applied")
+                return Event.ABORT
         for name, value in outputs["changes"].items():
             if name.startswith(BENCH_PREFIX):
                 rs.bench[name[len(BENCH_PREFIX):]] = value
@@ -325,10 +386,10 @@ class Tuner:
             rs.reason = ("the service as given produces invalid data that no must-change fix "
                          "answers: " + ", ".join(outputs["unanswered"]))
             return Event.BASELINE_INVALID
-        engine_changed = any(not n.startswith(BENCH_PREFIX) for n in outputs["changes"])
-        if engine_changed:
+        if engine:
             self.adapter.stop(self.handle)
             self.handle = None
+            self._serving(None)
             if not self._start(rs.baseline):
                 rs.failed_starts += 1
                 return Event.START_FAILED
@@ -346,8 +407,9 @@ class Tuner:
                   "max_repeats": gate.max_repeats,
                   "fixed": gate.repeats if isinstance(gate.repeats, int) else None}
         plan, _ = self._decide(DecisionKind.BASELINE, "repeat_plan", inputs)
-        rs.repeats = int(plan["n"])
-        self.say(f"repeats per config: {rs.repeats} ({plan['reason']})")
+        if rs.repeats != int(plan["n"]):
+            rs.repeats = int(plan["n"])
+            self.say(f"repeats per config: {rs.repeats} ({plan['reason']})")
         return rs.repeats
 
     def _register_baseline(self, params: dict[str, Any], values: dict[str, list[float]],
@@ -438,6 +500,8 @@ class Tuner:
                           budget=self.config.server.startup_budget_s)
         self.handle = outcome.handle
         rs.last_restart = outcome.to_dict()
+        self._serving({RestartStatus.STARTED: rs.candidate["params"],
+                       RestartStatus.ROLLED_BACK: rs.kept}.get(outcome.status))
         return Event.OK
 
     def _verify_start(self) -> Event:
@@ -509,8 +573,9 @@ class Tuner:
         rs = self.rs
         assert rs.candidate is not None
         _, keep_id = self._decide(DecisionKind.KEEP, "keep_or_rollback",
-                                       {"decision": "ACCEPT"},
-                                       produced_by=rs.candidate.get("gate_decision"))
+                                  {"decision": "ACCEPT", "trial": rs.candidate["trial"],
+                                   "gate_decision": rs.candidate.get("gate_decision")},
+                                  produced_by=rs.candidate.get("gate_decision"))
         rs.kept = dict(rs.candidate["params"])
         rs.kept_trial = rs.candidate["trial"]
         rs.kept_decision = keep_id
@@ -553,15 +618,15 @@ class Tuner:
                               log_dir=self.run_dir / "logs", current=self.handle,
                               budget=self.config.server.startup_budget_s)
             self.handle = outcome.handle
+            self._serving(rs.kept if outcome.ok else None)
             if not outcome.ok:
                 rs.reason = "rolling back to the kept config failed"
                 self._record_abnormal()
                 return Event.ROLLBACK_FAILED
-        assert self.decisions is not None
-        self.decisions.record(DecisionKind.ROLLBACK, "keep_or_rollback", "1",
-                              inputs={"decision": (rs.candidate or {}).get("gate", {})
-                                      .get("decision", "START_FAILED")},
-                              outputs={"action": "rollback"}, latency_ms=0.0)
+        why = (rs.candidate or {}).get("outcome", "START_FAILED")
+        self._record_once(DecisionKind.ROLLBACK, "keep_or_rollback", "1",
+                          {"decision": why, "trial": (rs.candidate or {}).get("trial")},
+                          {"action": "rollback"}, 0.0)
         rs.candidate = None
         rs.rounds_since_keep += 1
         return Event.DRIFT if self._drifted() else Event.OK
@@ -572,10 +637,14 @@ class Tuner:
         if not every or rs.trials == 0 or rs.trials % every:
             return False
         assert rs.kept is not None
-        result = self._measure_once("recheck", rs.kept, rs.kept_trial)
+        pending = rs.last_measurement
+        if pending is None or pending["consumed"] or pending["role"] != "recheck":
+            self._measure_once("recheck", rs.kept, rs.kept_trial)
+        measurement = rs.last_measurement
+        assert measurement is not None
         rs.last_measurement = None
-        value = result.metric(self.specs[0].name)
-        if not result.valid or value is None:
+        value = measurement["values"].get(self.specs[0].name)
+        if not measurement["valid"] or value is None:
             return False
         rs.rechecks.append(value)
         base = rs.kept_values.get(self.specs[0].name, [])
@@ -588,7 +657,7 @@ class Tuner:
                     "re-baselining before any further gate")
             rs.story.append(line)
             self.say(line)
-            rs.rechecks = []
+            rs.rechecks, rs.baseline_values, rs.baseline_invalid = [], {}, 0
             return True
         return False
 
@@ -596,19 +665,29 @@ class Tuner:
         rs = self.rs
         if rs.candidate is None:
             return
+        rs.candidate["outcome"] = verdict
         rs.trials_log.append({"trial": rs.candidate["trial"], "reason": rs.candidate["reason"],
                               "params": rs.candidate["params"], "verdict": verdict,
                               "values": {k: _mean(v) for k, v in rs.candidate_values.items()},
                               "gate_decision": rs.candidate.get("gate_decision")})
 
     def _record_abnormal(self) -> None:
-        assert self.decisions is not None
-        self.decisions.record(DecisionKind.ABNORMAL, "tuner", "1",
-                              inputs={"failed_starts": self.rs.failed_starts},
-                              outputs={"reason": self.rs.reason}, latency_ms=0.0)
+        self._record_once(DecisionKind.ABNORMAL, "tuner", "1",
+                          {"failed_starts": self.rs.failed_starts, "trials": self.rs.trials},
+                          {"reason": self.rs.reason}, 0.0)
 
     def _finish(self) -> None:
         rs = self.rs
+        if (rs.state is State.ABORTED and rs.kept is not None and self.serving is not None
+                and self.serving != rs.kept):
+            outcome = restart(self.adapter, self._server_config(rs.kept),
+                              fallback_config=self._server_config(rs.kept),
+                              log_dir=self.run_dir / "logs", current=self.handle,
+                              budget=self.config.server.startup_budget_s)
+            self.handle = outcome.handle
+            self._serving(rs.kept if outcome.ok else None)
+            rs.story.append("aborted while a candidate ran: the kept config was restored"
+                            if outcome.ok else "aborted; restoring the kept config failed")
         if isinstance(self.adapter, VirtualSimulator) and self.handle is not None:
             self.adapter.stop(self.handle)
         line = f"{rs.state.value}: {rs.reason}" if rs.reason else rs.state.value

@@ -42,6 +42,9 @@ class RunState:
         trials_log: One line per finished trial for the summary.
         story: What happened, in words, for the summary and the report.
         adapter_state: The adapter's own counters (the virtual simulator's age and starts).
+        preflight: The first measurement of the service as given (must-change fixes).
+        baseline_values / baseline_invalid: Baseline repeats so far and consecutive invalid
+            ones, so a crash in BASELINE resumes where it was.
         reason: Why the run ended (final states).
     """
 
@@ -69,6 +72,10 @@ class RunState:
     story: list[str] = field(default_factory=list)
     adapter_state: dict[str, Any] = field(default_factory=dict)
     preflight_done: bool = False
+    preflight: dict[str, Any] | None = None
+    baseline_values: dict[str, list[float]] = field(default_factory=dict)
+    baseline_invalid: int = 0
+    baseline_findings: list[str] = field(default_factory=list)
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -85,4 +92,17 @@ class RunState:
     def absorb(self, measurement: dict[str, Any]) -> None:
         """Fold a journalled measurement in (live, and again when resuming after a crash)."""
         self.measurements = max(self.measurements, int(measurement["index"]) + 1)
-        self.last_measurement = {**measurement, "consumed": False}
+        role = measurement["role"]
+        if role == "preflight":
+            self.preflight = measurement
+        elif role == "baseline":
+            self.baseline_findings = list(measurement["findings"])
+            if not measurement["valid"]:
+                self.baseline_invalid += 1
+                return
+            self.baseline_invalid = 0
+            for name, value in measurement["values"].items():
+                if value is not None:
+                    self.baseline_values.setdefault(name, []).append(float(value))
+        else:
+            self.last_measurement = {**measurement, "consumed": False}

@@ -1,21 +1,33 @@
-"""``summary.json`` and ``report.md``: what a tuning run found, in files a person can read.
+"""``summary.json``, ``report.md``, ``pareto.png`` and ``study.db``: what a tuning run found.
 
-Written atomically at the end of a run (and rewritten on resume). The Pareto set here is the
-non-dominated trials over the objective and the guardrails, among trials with valid repeats;
-a fuller multi-objective delivery (dominance rates, knee point) belongs to the search stage.
-Wording: "near-optimal within budget", never "optimal".
+Written atomically at the end of a run (and rewritten on resume). The delivery comes from
+:func:`tunegate.search.delivery.deliver` over the trials measured with full repeats: the
+objective and the guardrails are the objectives (at most five), each guardrail is also an SLO
+(within its tolerance of the baseline), gate-accepted trials and the baseline are the
+statistically verified ones, and the recommendation is the verified front config with the best
+objective (the user's priority) meeting every SLO. Failed starts are evaluated configs too.
+``study.db`` is the Optuna mirror of the trials (:mod:`tunegate.search.storage`); ``pareto.png``
+the plot. Wording: "near-optimal within budget", never "optimal".
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from tunegate.search.delivery import WORDING, deliver
+from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstraint
 from tunegate.tuner.atomic import atomic_write_json, atomic_write_text
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.runstate import RunState
 
 __all__ = ["build_summary", "write_summary"]
+
+_LOG = logging.getLogger(__name__)
+_MEASURED = ("BASELINE", "ACCEPT", "REJECT", "INCONCLUSIVE")
 
 
 def _better_or_equal(a: float, b: float, direction: str) -> bool:
@@ -36,6 +48,61 @@ def _pareto(trials: list[dict[str, Any]], metrics: list[tuple[str, str]]) -> lis
     return front
 
 
+def _objectives(config: TuneConfig) -> tuple[list[Objective], str]:
+    metrics = [config.objective, *config.guardrails]
+    note = ""
+    if len(metrics) > MAX_OBJECTIVES:
+        note = (f"{len(metrics)} metrics: the front is over the first {MAX_OBJECTIVES}; the "
+                "other guardrails are SLOs only")
+    objectives = [Objective(m.metric, m.direction) for m in metrics[:MAX_OBJECTIVES]]
+    return objectives, note
+
+
+def _slos(config: TuneConfig, baseline: dict[str, Any] | None) -> list[OutcomeConstraint]:
+    out = []
+    for g in config.guardrails:
+        base = (baseline or {}).get("values", {}).get(g.metric)
+        if isinstance(base, int | float):
+            if g.direction == "lower":
+                out.append(OutcomeConstraint(g.metric, "<=", base * (1 + g.tolerance)))
+            else:
+                out.append(OutcomeConstraint(g.metric, ">=", base * (1 - g.tolerance)))
+    return out
+
+
+def _points(rs: RunState) -> list[dict[str, Any]]:
+    out = []
+    for t in rs.trials_log:
+        if t["verdict"] in _MEASURED:
+            out.append({"trial": t["trial"], "params": t["params"], "values": t["values"],
+                        "reason": t["reason"], "verified": t["verdict"] in ("BASELINE",
+                                                                            "ACCEPT")})
+        elif t["verdict"] == "START_FAILED":
+            out.append({"trial": t["trial"], "params": t["params"], "values": None,
+                        "reason": t["reason"], "verified": False})
+    return out
+
+
+def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
+              ) -> dict[str, Any]:
+    from tunegate.tuner.deciders import build_proposer
+
+    objectives, note = _objectives(config)
+    slos = _slos(config, baseline)
+    points = _points(rs)
+    for point in points:
+        point["meets_slos"] = all(c.satisfied(point["values"] or {}) for c in slos)
+    doc = deliver(points, objectives, slos=slos, priority={config.objective.metric: 1.0},
+                  reference=(baseline or {}).get("values"))
+    if note:
+        doc["note"] = "; ".join(x for x in (doc["note"], note) if x)
+    selection = build_proposer(config.search_space(), config.run.seed,
+                               budget=config.run.budget).selection
+    doc["search"] = selection
+    doc["points"] = points
+    return doc
+
+
 def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     """The run's summary document (see the module docstring)."""
     metrics: list[tuple[str, str]] = [(config.objective.metric, config.objective.direction)]
@@ -50,6 +117,8 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     gain = None
     if baseline and kept and baseline["values"].get(objective):
         gain = kept["values"][objective] / baseline["values"][objective] - 1
+    delivery = _delivery(config, rs, baseline)
+    chosen = delivery["recommendation"] or {}
     return {
         "status": rs.state.value,
         "reason": rs.reason,
@@ -63,13 +132,19 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "baseline": baseline,
         "kept": {"trial": rs.kept_trial, "params": rs.kept, "decision": rs.kept_decision,
                  "values": kept["values"] if kept else None},
-        "pareto": _pareto(measured, metrics),
+        "pareto": delivery["pareto"],
+        "pareto_trials": _pareto(measured, metrics),
+        "knee": delivery["knee"],
         "recommendation": {
             "params": rs.kept,
             "objective_change_vs_baseline": gain,
-            "wording": "near-optimal within budget: the best kept configuration among "
+            "wording": f"{WORDING}: the best kept configuration among "
                        f"{rs.trials} proposals, each accepted only by the statistical gate",
+            "front_choice": chosen or None,
         },
+        "search": delivery["search"],
+        "delivery": {k: v for k, v in delivery.items() if k not in ("pareto", "points")},
+        "hypervolume_per_round": delivery["hypervolume_per_round"],
         "story": rs.story,
         "history": rs.trials_log,
     }
@@ -93,12 +168,72 @@ def _report(summary: dict[str, Any]) -> str:
               + (f": {objective} {change:+.1%} vs the baseline." if change is not None else "."),
               "", "```", *(f"{k} = {v!r}" for k, v in sorted((rec["params"] or {}).items())),
               "```", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _search_section(summary))
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _search_section(summary: dict[str, Any]) -> list[str]:
+    delivery, search = summary["delivery"], summary["search"]
+    metrics = [m for m, _ in delivery["objectives"]]
+    lines = ["## Search and Pareto delivery", "",
+             f"Proposer: **{search['proposer']}**: {search['reason']}.", "",
+             f"Pareto set ({WORDING}; dominance rate = share of the {delivery['complete']} "
+             "measured configs each one dominates):", "",
+             "| trial | " + " | ".join(metrics) + " | dominance | verified | SLOs | knee |",
+             "| --- " * (len(metrics) + 5) + "|"]
+    for p in summary["pareto"]:
+        lines.append(f"| {p['trial']} | " + " | ".join(_shown(p["values"][m]) for m in metrics)
+                     + f" | {p['dominance_rate']:.0%} | {'yes' if p['verified'] else 'no'} | "
+                     f"{'met' if p['meets_slos'] else 'missed'} | {'*' if p['knee'] else ''} |")
+    knee, choice = summary["knee"], summary["recommendation"]["front_choice"]
+    lines += ["", f"Knee: trial {knee['trial'] if knee else '-'} ({delivery['knee_method']}).",
+              f"SLOs: {', '.join(delivery['slos']) or 'none'}.",
+              "Front choice under the objective's priority: "
+              + (f"trial {choice['trial']} ({choice['rule']})." if choice else "none."),
+              "Hypervolume per round: "
+              + ", ".join(f"{v:.4g}" for v in summary["hypervolume_per_round"]) + "."]
+    if delivery["note"]:
+        lines.append(f"Note: {delivery['note']}.")
+    lines += ["", "![Pareto plot](pareto.png)", ""]
+    return lines
+
+
+def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
+            points: list[dict[str, Any]]) -> None:
+    """``pareto.png`` and the Optuna study, once per distinct set of trials (they cost ~0.4 s;
+    a resume that changes nothing does not redo them); skipped, with a warning, when the
+    ``search`` extra is not installed."""
+    from tunegate.search.plot import plot_pareto
+    from tunegate.search.storage import StudyStore
+
+    marker = run_dir / ".delivery-artifacts"
+    digest = hashlib.sha256(json.dumps([points, summary["pareto"]], sort_keys=True,
+                                       default=str).encode()).hexdigest()
+    if marker.exists() and marker.read_text(encoding="utf-8") == digest:
+        return
+    objectives, _ = _objectives(config)
+    try:
+        plot_pareto(run_dir / "pareto.png", points,
+                    {**summary["delivery"], "pareto": summary["pareto"]})
+    except ImportError as exc:  # pragma: no cover - matplotlib is in the search extra
+        _LOG.warning("pareto.png not written: %s (pip install 'tunegate[search]')", exc)
+    try:
+        StudyStore(run_dir, config.search_space(), objectives).sync(points)
+    except ImportError as exc:  # pragma: no cover - optuna is in the search extra
+        _LOG.warning("study.db not written: %s (pip install 'tunegate[search]')", exc)
+    atomic_write_text(marker, digest)
 
 
 def write_summary(run_dir: Path, config: TuneConfig, rs: RunState) -> dict[str, Any]:
-    """Write ``summary.json`` and ``report.md``; return the summary."""
+    """Write ``summary.json`` and ``report.md``, and in a final state ``pareto.png`` and
+    ``study.db``; return the summary."""
+    run_dir = Path(run_dir)
     summary = build_summary(config, rs)
-    atomic_write_json(Path(run_dir) / "summary.json", summary)
-    atomic_write_text(Path(run_dir) / "report.md", _report(summary))
+    atomic_write_json(run_dir / "summary.json", summary)
+    atomic_write_text(run_dir / "report.md", _report(summary))
+    if rs.state.is_final:
+        _extras(run_dir, config, summary, _points(rs))
     return summary

@@ -60,7 +60,7 @@ ADAPTERS: dict[str, type[BaseAdapter] | type[VirtualSimulator]] = {
 """Adapter name -> class."""
 
 
-def create_adapter(name: str, **options: Any) -> BaseAdapter | VirtualSimulator:
+def create_adapter(name: str, /, **options: Any) -> BaseAdapter | VirtualSimulator:
     """The adapter registered as ``name``, built with ``options``.
 
     Raises:

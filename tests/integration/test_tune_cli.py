@@ -1,0 +1,216 @@
+"""``tunegate tune`` usage errors and ``tunegate replay`` on finished and tampered runs.
+
+Usage errors exit 2 with one clear line naming the problem (the file, the TOML line, the field,
+the flag), never a traceback. ``tunegate replay RUN_DIR`` re-derives every recorded decision:
+0 on a finished run, non-zero once a decision's output was rewritten, even with the journal
+line's checksum made valid again (:func:`tunegate.tuner.journal.encode_record`).
+Everything runs in process on the ``simulator-virtual`` adapter (a run takes well under 1 s).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunegate.cli import main
+from tunegate.tuner.decisions import digest
+from tunegate.tuner.journal import encode_record
+
+CONFIG = """
+[run]
+budget = 3
+seed = 3
+recheck_every = 0
+
+[server]
+adapter = "simulator-virtual"
+scenario = "fast"
+
+[workload]
+dataset = "synthetic"
+num_requests = 16
+input_tokens = "64"
+output_tokens = "16"
+concurrency = 4
+
+[[space]]
+name = "max_num_seqs"
+kind = "log_int"
+layer = "memory_concurrency"
+low = 2
+high = 64
+default = 8
+
+[objective]
+metric = "output_throughput"
+
+[gate]
+repeats = 2
+initial_repeats = 2
+"""
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> Run:
+    """``cli("tune", ...)`` -> (exit code, stdout, stderr), leases under ``tmp_path``."""
+    monkeypatch.setenv("TUNEGATE_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.delenv("TUNEGATE_DEBUG", raising=False)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, " ".join(out.split()), " ".join(err.split())
+
+    return run
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "tune.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def finished(cli: Run, config: Path, tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    code, _, err = cli("tune", "--config", str(config), "--run-dir", str(run_dir), "--quiet")
+    assert code == 0, err
+    return run_dir
+
+
+def no_traceback(err: str) -> bool:
+    return "Traceback" not in err and "internal error" not in err
+
+
+# ---- usage errors ------------------------------------------------------------------------
+def test_a_missing_config_file(cli: Run, tmp_path: Path) -> None:
+    code, _, err = cli("tune", "--config", str(tmp_path / "nope.toml"))
+    assert code == 2 and no_traceback(err)
+    assert "nope.toml: no such file" in err
+
+
+def test_invalid_toml_names_the_line(cli: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[run]\nbudget = 3\nseed = = 4\n', encoding="utf-8")
+    code, _, err = cli("tune", "--config", str(bad))
+    assert code == 2 and no_traceback(err)
+    assert "bad.toml: invalid TOML" in err and "line 3" in err
+
+
+def test_an_unknown_field_is_named(cli: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(CONFIG.replace("budget = 3", "budgett = 3"), encoding="utf-8")
+    code, _, err = cli("tune", "--config", str(bad))
+    assert code == 2 and no_traceback(err)
+    assert "budgett" in err
+
+
+def test_an_invalid_value_is_named(cli: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(CONFIG.replace("budget = 3", "budget = 0"), encoding="utf-8")
+    code, _, err = cli("tune", "--config", str(bad))
+    assert code == 2 and no_traceback(err)
+    assert "budget" in err
+
+
+def test_resume_of_a_directory_without_a_journal(cli: Run, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli("tune", "--resume", str(tmp_path / "empty"))
+    assert code == 2 and no_traceback(err)
+    assert "no journal.jsonl" in err
+
+
+def test_resume_with_config_is_refused(cli: Run, finished: Path, config: Path) -> None:
+    code, _, err = cli("tune", "--resume", str(finished), "--config", str(config))
+    assert code == 2 and no_traceback(err)
+    assert "--resume RUN_DIR takes the config from the run" in err
+
+
+def test_run_dir_of_an_existing_run_is_refused(cli: Run, finished: Path, config: Path) -> None:
+    code, _, err = cli("tune", "--config", str(config), "--run-dir", str(finished))
+    assert code == 2 and no_traceback(err)
+    assert f"--resume {finished}" in err
+
+
+def test_an_unknown_flag_is_an_argparse_error(cli: Run) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli("tune", "--bogus")
+    assert exc.value.code == 2
+
+
+def test_a_run_killed_before_its_config_record_can_be_continued(
+        cli: Run, config: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "journal.jsonl").write_bytes(b"")  # what Journal.open leaves before the append
+    resumed, _, _ = cli("tune", "--resume", str(run_dir), "--quiet")
+    restarted, _, _ = cli("tune", "--config", str(config), "--run-dir", str(run_dir), "--quiet")
+    assert 0 in (resumed, restarted)
+
+
+def test_the_command_adapters_name_option_passes_through(tmp_path: Path) -> None:
+    from tunegate.tuner.config import load_config
+    from tunegate.tuner.driver import Tuner
+
+    path = tmp_path / "tune.toml"
+    path.write_text(CONFIG.replace('adapter = "simulator-virtual"', 'adapter = "command"')
+                    + '\n[server.options]\nargv = ["my-server", "--port", "{port}"]\n'
+                    + 'name = "my-engine"\n', encoding="utf-8")
+    assert Tuner(load_config(path), tmp_path / "run").adapter.name == "my-engine"
+
+
+# ---- replay ------------------------------------------------------------------------------
+def rewrite_decision(run_dir: Path, kind: str, change: Callable[[dict[str, Any]], None],
+                     *, rehash: bool = True) -> str:
+    """Rewrite the first ``kind`` decision's outputs; keep the line's checksum valid."""
+    path = run_dir / "decisions.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        data = record["data"]
+        if data["kind"] == kind:
+            change(data["outputs"])
+            if rehash:
+                data["output_hash"] = digest(data["outputs"])
+            lines[i] = encode_record(record["seq"], record["epoch"], record["type"], data)
+            path.write_bytes(b"".join(lines))
+            return str(data["id"])
+    raise AssertionError(f"no {kind} decision in {path}")
+
+
+def test_replay_passes_on_a_finished_run(cli: Run, finished: Path) -> None:
+    code, out, err = cli("replay", str(finished))
+    assert code == 0, out + err
+    assert "0 mismatches" in out
+
+
+@pytest.mark.parametrize(("kind", "change"), [
+    ("gate_verdict", lambda o: o.update(decision="ACCEPT" if o["decision"] != "ACCEPT"
+                                        else "REJECT")),
+    ("proposal", lambda o: o["config"].update(max_num_seqs=o["config"]["max_num_seqs"] + 1)),
+    ("baseline", lambda o: o.update(unanswered=["made_up"]) if "unanswered" in o
+     else o.update(n=o.get("n", 0) + 1)),
+], ids=["gate-verdict", "proposal", "baseline-plan"])
+def test_replay_fails_after_a_decision_is_tampered_with(
+        cli: Run, finished: Path, kind: str, change: Callable[[dict[str, Any]], None]) -> None:
+    decision = rewrite_decision(finished, kind, change)
+    code, out, err = cli("replay", str(finished))
+    assert code != 0
+    assert f"mismatch {decision}" in out, out + err
+
+
+def test_replay_reports_a_hash_mismatch_as_a_mismatch(cli: Run, finished: Path) -> None:
+    decision = rewrite_decision(finished, "gate_verdict",
+                                lambda o: o.update(decision="ACCEPT"), rehash=False)
+    code, out, err = cli("replay", str(finished))
+    assert code != 0
+    assert no_traceback(err) and decision in out + err
