@@ -12,6 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0  # the CPU wheel, before botorch wants one
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

@@ -11,7 +11,8 @@ a crash is data, not an exception.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,11 +35,16 @@ class Proposal:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """What the tuner learnt about a proposal: its objective (higher is better) or a failure."""
+    """What the tuner learnt about a proposal: its objective (higher is better) or a failure.
+
+    ``values`` holds the measured metrics by name (objectives and SLO metrics) when the caller
+    has them; a multi-objective proposer reads those, a single-objective one ``value``.
+    """
 
     trial: int
     value: float | None
     kept: bool = False
+    values: Mapping[str, float] = field(default_factory=dict)
 
 
 class BaseProposer(ABC):
@@ -52,6 +58,8 @@ class BaseProposer(ABC):
         self.seed = seed
         self.observations: list[Observation] = []
         self.proposals: list[Proposal] = []
+        self.selection: dict[str, Any] = {}
+        """Which strategy was chosen and why (set by ``search.select``; shown in reports)."""
 
     @abstractmethod
     def _next_point(self) -> tuple[tuple[float, ...], str]:
@@ -76,14 +84,19 @@ class BaseProposer(ABC):
         self.proposals.append(proposal)
         return proposal
 
-    def tell(self, trial: int, value: float | None, *, kept: bool = False) -> None:
-        """Record a proposal's objective (higher is better), ``None`` when it failed."""
-        self.observations.append(Observation(trial, value, kept))
+    def tell(self, trial: int, value: float | None, *, kept: bool = False,
+             values: Mapping[str, float] | None = None) -> None:
+        """Record a proposal's objective (higher is better), ``None`` when it failed.
+
+        ``values``: the measured metrics by name (for several objectives and SLOs).
+        """
+        self.observations.append(Observation(trial, value, kept, dict(values or {})))
 
     def state(self) -> dict[str, Any]:
         """Everything needed to rebuild this proposer by replaying asks and tells."""
         return {"name": self.name, "version": self.version, "seed": self.seed,
-                "proposals": len(self.proposals), "observations": len(self.observations)}
+                "proposals": len(self.proposals), "observations": len(self.observations),
+                "selection": dict(self.selection)}
 
 
 class SobolLocalProposer(BaseProposer):

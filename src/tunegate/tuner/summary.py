@@ -83,6 +83,18 @@ def _points(rs: RunState) -> list[dict[str, Any]]:
     return out
 
 
+def _used(rs: RunState) -> str | None:
+    """Which proposer produced the trials, read from their recorded reasons."""
+    reasons = [str(t["reason"]) for t in rs.trials_log]
+    if any(r.startswith(("sweep:", "refine:")) for r in reasons):
+        return "layered_sweep"
+    if any(r in ("default", "design") or r.startswith("gp-") for r in reasons):
+        return "bayes"
+    if any(r in ("sobol", "local") for r in reasons):
+        return "sobol_local"
+    return None
+
+
 def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
               ) -> dict[str, Any]:
     from tunegate.tuner.deciders import build_proposer
@@ -98,7 +110,7 @@ def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
         doc["note"] = "; ".join(x for x in (doc["note"], note) if x)
     selection = build_proposer(config.search_space(), config.run.seed,
                                budget=config.run.budget).selection
-    doc["search"] = selection
+    doc["search"] = {**selection, "used": _used(rs)}
     doc["points"] = points
     return doc
 
@@ -178,8 +190,12 @@ def _shown(value: Any) -> str:
 def _search_section(summary: dict[str, Any]) -> list[str]:
     delivery, search = summary["delivery"], summary["search"]
     metrics = [m for m, _ in delivery["objectives"]]
-    lines = ["## Search and Pareto delivery", "",
-             f"Proposer: **{search['proposer']}**: {search['reason']}.", "",
+    used = search.get("used") or search["proposer"]
+    chose = f"Proposer: **{used}**" + (
+        f": {search['reason']}." if used == search["proposer"] else
+        f". For this budget the selection rule chooses {search['proposer']} ({search['reason']})"
+        "; the tuner did not pass its budget to the proposer.")
+    lines = ["## Search and Pareto delivery", "", chose, "",
              f"Pareto set ({WORDING}; dominance rate = share of the {delivery['complete']} "
              "measured configs each one dominates):", "",
              "| trial | " + " | ".join(metrics) + " | dominance | verified | SLOs | knee |",

@@ -1,0 +1,429 @@
+"""Search efficiency: tunegate's proposer against random search, a vLLM-auto_tune-style grid and
+Optuna TPE, side by side on simulator scenarios with a known noise-free optimum.
+
+    .venv/bin/python benchmarks/search_efficiency.py [--json] [--seeds 10] [--budget 30]
+
+Each evaluation runs a small workload (200 requests, all sent at once, on the virtual clock)
+*with* noise; the search sees only noisy values. The recommended config is then judged noise-free.
+
+* Single objective: goodput (requests/s meeting TTFT <= 3 s and TPOT <= 40 ms per request, an
+  interior optimum over max_num_seqs) subject to an aggregate SLO on mean TPOT. The "true
+  optimum" is the best noise-free value of a dense enumeration of the space, refined around its
+  best points (and of every config any method recommended, should one beat it). Score: the
+  recommended config's noise-free goodput / that optimum; 0 when it misses the SLO noise-free.
+* Two objectives: output throughput (higher) and mean TPOT (lower) subject to p99 TTFT; score:
+  hypervolume of the delivered front (judged noise-free, SLO-meeting points only) / hypervolume
+  of the enumeration's front, the same reference point for both.
+
+Recommendations: tunegate recommends by the GP posterior mean (SLO met at 95% one-sided), the
+others by their best observed noisy value among configs that met the SLO when observed.
+The last line is one JSON object: median fraction of the optimum per method, hypervolume ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing import Pool
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunegate.errors import TunegateError
+from tunegate.metrics.slo import parse_slos
+from tunegate.metrics.summary import summarize
+from tunegate.search.constraints import parse_constraints
+from tunegate.search.objectives import Objective, OutcomeConstraint
+from tunegate.search.pareto import hypervolume, pareto_mask
+from tunegate.search.space import Config, Layer, Param, SearchSpace
+from tunegate.servers.simulator import run_virtual
+from tunegate.workload.builder import build_workload
+from tunegate.workload.config import WorkloadConfig
+
+WORKLOAD = WorkloadConfig(dataset="synthetic", num_requests=200,
+                          input_tokens="lognormal:1500,0.5,min=100,max=6000",
+                          output_tokens="lognormal:400,0.5,min=20,max=1500",
+                          concurrency=256, seed=1)
+GOODPUT_SLOS = parse_slos(["ttft:3000", "tpot:40"])
+METRICS = ("request_goodput", "output_throughput", "mean_tpot_ms", "p99_ttft_ms")
+CACHE = Path(os.environ.get("TUNEGATE_CACHE", Path.home() / ".cache" / "tunegate")) / "bench-search"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A scenario, its search space, the single-objective SLO and the two-objective SLO."""
+
+    name: str
+    scenario: str
+    space: SearchSpace
+    slo: OutcomeConstraint
+    mo_slo: OutcomeConstraint
+    enum: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _space(max_model_len: int, tp: tuple[int, ...] = ()) -> SearchSpace:
+    params = [
+        Param("max_num_seqs", "log_int", Layer.MEMORY_CONCURRENCY, low=8, high=512, default=256),
+        Param("gpu_memory_utilization", "float", Layer.MEMORY_CONCURRENCY, low=0.5, high=0.95,
+              default=0.9),
+        Param("max_num_batched_tokens", "log_int", Layer.SCHEDULING, low=1024, high=16384,
+              default=8192),
+        Param("enable_chunked_prefill", "bool", Layer.FEATURES, default=True),
+        Param("enforce_eager", "bool", Layer.FEATURES, default=False),
+    ]
+    if tp:
+        params.append(Param("tensor_parallel_size", "categorical", Layer.PARALLELISM,
+                            choices=tp, default=4))
+    rules = [f"enable_chunked_prefill or max_num_batched_tokens >= {max_model_len}"]
+    return SearchSpace.of(params, parse_constraints(rules, [p.name for p in params]))
+
+
+_ENUM = {"max_num_seqs": [8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 256, 512],
+         "gpu_memory_utilization": [0.5, 0.95],
+         "max_num_batched_tokens": [1024, 2048, 4096, 8192, 16384],
+         "enable_chunked_prefill": [True, False], "enforce_eager": [False, True]}
+PROBLEMS = {
+    "h100-8b": Problem("h100-8b", "h100-8b", _space(8192),
+                       OutcomeConstraint("mean_tpot_ms", "<=", 26.0),
+                       OutcomeConstraint("p99_ttft_ms", "<=", 25000.0), _ENUM),
+    "fast": Problem("fast", "fast", _space(4096), OutcomeConstraint("mean_tpot_ms", "<=", 22.0),
+                    OutcomeConstraint("p99_ttft_ms", "<=", 20000.0), _ENUM),
+    "h200-70b": Problem("h200-70b", "h200-70b", _space(8192, (1, 2, 4, 8)),
+                        OutcomeConstraint("mean_tpot_ms", "<=", 24.0),
+                        OutcomeConstraint("p99_ttft_ms", "<=", 30000.0),
+                        {**_ENUM, "tensor_parallel_size": [1, 2, 4, 8]}),
+}
+
+_WORKLOAD: list[Any] = []
+_TRUTH: dict[str, dict[str, float] | None] = {}
+
+
+def _workload() -> Any:
+    if not _WORKLOAD:
+        _WORKLOAD.append(build_workload(WORKLOAD))
+    return _WORKLOAD[0]
+
+
+def measure(problem: Problem, config: Config, *, noise: bool, seed: int = 0,
+            repeat: int = 0) -> dict[str, float] | None:
+    """The metrics of one benchmark of ``config``; ``None`` when the engine fails to start."""
+    try:
+        run = run_virtual(_workload(), problem.scenario, dict(config), noise=noise, seed=seed,
+                          repeat=repeat)
+    except TunegateError:
+        return None
+    summary = summarize(run.records, slos=GOODPUT_SLOS)
+    return {m: float(summary[m]) for m in METRICS}
+
+
+def _key(problem: Problem, config: Config) -> str:
+    return problem.name + json.dumps(config, sort_keys=True)
+
+
+def judge(problem: Problem, config: Config) -> dict[str, float] | None:
+    """Noise-free metrics (memoised)."""
+    key = _key(problem, config)
+    if key not in _TRUTH:
+        _TRUTH[key] = measure(problem, config, noise=False)
+    return _TRUTH[key]
+
+
+def _judge_job(args: tuple[str, Config]) -> tuple[Config, dict[str, float] | None]:
+    return args[1], judge(PROBLEMS[args[0]], args[1])
+
+
+def _enumeration(problem: Problem, workers: int) -> list[tuple[Config, dict[str, float] | None]]:
+    """Dense grid plus coordinate refinement around its best points (cached on disk)."""
+    stable = (problem.name, problem.scenario, repr(problem.space.params),
+              [c.description for c in problem.space.constraints], str(problem.slo),
+              str(problem.mo_slo), problem.enum, WORKLOAD.model_dump_json())
+    fingerprint = hashlib.sha256(repr(stable).encode()).hexdigest()[:12]
+    path = CACHE / f"{problem.name}-{fingerprint}.json"
+    if path.exists():
+        return [(c, v) for c, v in json.loads(path.read_text())]
+    space = problem.space
+    names = list(problem.enum)
+    grid = [dict(zip(names, values, strict=True))
+            for values in np.array(np.meshgrid(*[np.array(problem.enum[n], dtype=object)
+                                                  for n in names], indexing="ij"),
+                                   dtype=object).reshape(len(names), -1).T]
+    seen: dict[str, Config] = {}
+    for cell in grid:
+        config = space.repair({**space.default(), **{k: _plain(v) for k, v in cell.items()}})
+        if config is not None:
+            seen.setdefault(json.dumps(config, sort_keys=True), config)
+    with Pool(workers) as pool:
+        done = pool.map(_judge_job, [(problem.name, c) for c in seen.values()], chunksize=8)
+        for _ in range(2):  # coordinate refinement around the three best
+            best = sorted((d for d in done if d[1] and problem.slo.satisfied(d[1])),
+                          key=lambda d: -d[1]["request_goodput"])[:3]  # type: ignore[index]
+            fresh: dict[str, Config] = {}
+            for config, _ in best:
+                for move in _moves(config):
+                    repaired = space.repair(move)
+                    key = json.dumps(repaired, sort_keys=True)
+                    if repaired is not None and key not in seen and key not in fresh:
+                        fresh[key] = repaired
+            seen.update(fresh)
+            done += pool.map(_judge_job, [(problem.name, c) for c in fresh.values()],
+                             chunksize=8)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(done))
+    return done
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _moves(config: Config) -> list[Config]:
+    out = []
+    seqs, tokens = config["max_num_seqs"], config["max_num_batched_tokens"]
+    for s in range(max(8, int(seqs * 0.75)), min(512, int(seqs * 1.3)) + 1, 2):
+        out.append({**config, "max_num_seqs": s})
+    for t in range(max(1024, tokens // 2), min(16384, tokens * 2) + 1, 512):
+        out.append({**config, "max_num_batched_tokens": t})
+    for g in np.arange(0.5, 0.951, 0.05):
+        out.append({**config, "gpu_memory_utilization": round(float(g), 2)})
+    return out
+
+
+def enumerate_optimum(problem: Problem, workers: int) -> dict[str, Any]:
+    """The best noise-free goodput meeting the SLO, and its config."""
+    done = _enumeration(problem, workers)
+    feasible = [(c, v) for c, v in done if v is not None and problem.slo.satisfied(v)]
+    config, values = max(feasible, key=lambda d: d[1]["request_goodput"])
+    return {"value": values["request_goodput"], "config": config, "evaluated": len(done)}
+
+
+def _mo_point(v: dict[str, float]) -> list[float]:
+    return [v["output_throughput"], -v["mean_tpot_ms"]]
+
+
+def enumerate_front(problem: Problem, workers: int) -> dict[str, Any]:
+    """Hypervolume of the enumeration's two-objective front (SLO-meeting configs)."""
+    done = _enumeration(problem, workers)
+    Y = np.asarray([_mo_point(v) for _, v in done if v and problem.mo_slo.satisfied(v)])
+    low, high = Y.min(axis=0), Y.max(axis=0)
+    ref = low - 0.1 * (high - low)
+    return {"hv": hypervolume(Y, ref), "ref": ref.tolist(), "front": int(pareto_mask(Y).sum())}
+
+
+# ---- the four searchers ------------------------------------------------------------------------
+def _tunegate(problem: Problem, seed: int, budget: int, mode: str) -> Any:
+    from tunegate.search.bayes import BayesProposer
+    from tunegate.search.selection import select_proposer
+
+    single = mode == "single"
+    objectives = ((Objective("request_goodput"),) if single else
+                  (Objective("output_throughput"), Objective("mean_tpot_ms", "lower")))
+    slo = problem.slo if single else problem.mo_slo
+    proposer = select_proposer(problem.space, seed, budget=budget, objectives=objectives,
+                               outcome_constraints=(slo,))
+    assert isinstance(proposer, BayesProposer), proposer.selection
+    for index in range(budget):
+        proposal = proposer.ask()
+        values = measure(problem, proposal.config, noise=True, seed=seed, repeat=index)
+        proposer.tell(proposal.trial, None if values is None else values[objectives[0].metric],
+                      values=values)
+    if single:
+        trial = proposer.recommend()
+        return None if trial is None else proposer.proposals[trial].config
+    return [proposer.proposals[t].config for t in proposer.recommend_front()]
+
+
+def _observed_best(problem: Problem, seen: list[tuple[Config, dict[str, float] | None]],
+                   mode: str) -> Any:
+    slo = problem.slo if mode == "single" else problem.mo_slo
+    ok = [(c, v) for c, v in seen if v is not None and slo.satisfied(v)]
+    if mode == "single":
+        return max(ok, key=lambda d: d[1]["request_goodput"])[0] if ok else None
+    if not ok:
+        return []
+    mask = pareto_mask(np.asarray([_mo_point(v) for _, v in ok]))
+    return [c for (c, _), keep in zip(ok, mask, strict=True) if keep]
+
+
+def _random(problem: Problem, seed: int, budget: int, mode: str) -> Any:
+    rng = np.random.default_rng([seed, 99])
+    seen = []
+    for index in range(budget):
+        config = problem.space.repair(problem.space.from_unit(rng.random(problem.space.dims)))
+        assert config is not None
+        seen.append((config, measure(problem, config, noise=True, seed=seed, repeat=index)))
+    return _observed_best(problem, seen, mode)
+
+
+def _grid(problem: Problem, seed: int, budget: int, mode: str) -> Any:
+    """vLLM's auto_tune: every max_num_seqs x max_num_batched_tokens pair, the rest default."""
+    cells = [(s, t) for s in (16, 32, 64, 128, 256, 512) for t in (1024, 2048, 4096, 8192, 16384)]
+    seen = []
+    for index, (s, t) in enumerate(cells[:budget]):
+        config = problem.space.repair({**problem.space.default(), "max_num_seqs": s,
+                                       "max_num_batched_tokens": t})
+        assert config is not None
+        seen.append((config, measure(problem, config, noise=True, seed=seed, repeat=index)))
+    return _observed_best(problem, seen, mode)
+
+
+def _tpe(problem: Problem, seed: int, budget: int, mode: str) -> Any:
+    import optuna
+    from optuna.trial import TrialState
+
+    from tunegate.search.storage import _distribution
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    slo = problem.slo if mode == "single" else problem.mo_slo
+    sampler = optuna.samplers.TPESampler(
+        seed=seed, constraints_func=lambda t: t.user_attrs.get("violation", [1.0]))
+    directions = ["maximize"] if mode == "single" else ["maximize", "minimize"]
+    study = optuna.create_study(sampler=sampler, directions=directions)
+    distributions = {p.name: _distribution(p) for p in problem.space.tunable}
+    seen = []
+    for index in range(budget):
+        trial = study.ask(distributions)
+        config = problem.space.repair({**problem.space.default(), **trial.params})
+        assert config is not None
+        values = measure(problem, config, noise=True, seed=seed, repeat=index)
+        seen.append((config, values))
+        if values is None:
+            study.tell(trial, state=TrialState.FAIL)
+            continue
+        trial.set_user_attr("violation", [-slo.slack(values[slo.metric])])
+        study.tell(trial, [values["request_goodput"]] if mode == "single" else
+                   [values["output_throughput"], values["mean_tpot_ms"]])
+    return _observed_best(problem, seen, mode)
+
+
+RUNNERS: dict[str, Callable[[Problem, int, int, str], Any]] = {
+    "tunegate": _tunegate, "random": _random, "grid": _grid, "tpe": _tpe}
+
+
+def time_mo_proposal(problem: Problem, observations: int = 50) -> float:
+    """Seconds for one qLogNEHVI proposal after ``observations`` noisy observations."""
+    from tunegate.search.bayes import BayesProposer
+
+    proposer = BayesProposer(problem.space, seed=0, objectives=(
+        Objective("output_throughput"), Objective("mean_tpot_ms", "lower")),
+        outcome_constraints=(problem.mo_slo,), initial=observations)
+    for index in range(observations):
+        proposal = proposer.ask()
+        values = measure(problem, proposal.config, noise=True, seed=0, repeat=index)
+        proposer.tell(proposal.trial, None if values is None else values["output_throughput"],
+                      values=values)
+    proposer.initial = 0
+    t0 = time.perf_counter()
+    proposal = proposer.ask()
+    elapsed = time.perf_counter() - t0
+    assert proposal.reason.startswith("gp-"), proposal.reason
+    return elapsed
+
+
+METHODS = ("tunegate", "random", "grid", "tpe")
+
+
+def _job(args: tuple[str, str, int, int, str]) -> dict[str, Any]:
+    method, problem_name, seed, budget, mode = args
+    problem = PROBLEMS[problem_name]
+    t0 = time.perf_counter()
+    delivered = RUNNERS[method](problem, seed, budget, mode)
+    return {"method": method, "problem": problem_name, "seed": seed, "mode": mode,
+            "delivered": delivered, "seconds": time.perf_counter() - t0}
+
+
+def _hv_ratio(problem: Problem, configs: list[dict[str, Any]],
+              front: dict[str, Any]) -> tuple[float, int]:
+    points, violations = [], 0
+    for config in configs:
+        truth = judge(problem, config)
+        if truth is None or not problem.mo_slo.satisfied(truth):
+            violations += 1
+            continue
+        points.append(_mo_point(truth))
+    if not points:
+        return 0.0, violations
+    hv = hypervolume(np.asarray(points), np.asarray(front["ref"]))
+    return hv / front["hv"], violations
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--budget", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--no-mo", action="store_true", help="skip the two-objective part")
+    args = parser.parse_args(argv)
+    say = (lambda *a: None) if args.json else print
+    t_start = time.perf_counter()
+    names = args.problems.split(",")
+    optimum = {name: enumerate_optimum(PROBLEMS[name], workers=args.workers) for name in names}
+    fronts = ({} if args.no_mo else
+              {name: enumerate_front(PROBLEMS[name], workers=args.workers) for name in names})
+    say(f"enumeration done in {time.perf_counter() - t_start:.0f} s")
+    jobs = [(m, n, s, args.budget, "single") for n in names for s in range(args.seeds)
+            for m in METHODS]
+    if not args.no_mo:
+        jobs += [(m, n, s, args.budget, "multi") for n in names for s in range(args.seeds)
+                 for m in METHODS]
+    with Pool(args.workers, maxtasksperchild=8) as pool:
+        results = list(pool.imap_unordered(_job, jobs))
+    fractions: dict[str, dict[str, list[float]]] = {m: {n: [] for n in names} for m in METHODS}
+    ratios: dict[str, list[float]] = {m: [] for m in METHODS}
+    violations = dict.fromkeys(METHODS, 0)
+    seconds = dict.fromkeys(METHODS, 0.0)
+    judged: list[tuple[dict[str, Any], float]] = []
+    for r in results:
+        problem = PROBLEMS[r["problem"]]
+        seconds[r["method"]] += r["seconds"]
+        if r["mode"] == "single":
+            config = r["delivered"]
+            truth = judge(problem, config) if config is not None else None
+            ok = truth is not None and problem.slo.satisfied(truth)
+            violations[r["method"]] += 0 if ok else 1
+            value = truth["request_goodput"] if ok and truth else 0.0
+            judged.append((r, value))
+            optimum[r["problem"]]["value"] = max(optimum[r["problem"]]["value"], value)
+        else:
+            ratio, missed = _hv_ratio(problem, r["delivered"], fronts[r["problem"]])
+            ratios[r["method"]].append(ratio)
+            violations[r["method"]] += missed
+    for r, value in judged:
+        fractions[r["method"]][r["problem"]].append(value / optimum[r["problem"]]["value"])
+    say(f"\nbudget {args.budget} evaluations, {args.seeds} seeds, noise on, judged noise-free")
+    for name in names:
+        say(f"\n{name}: true optimum goodput {optimum[name]['value']:.3f} req/s at "
+            f"{optimum[name]['config']} (SLO {PROBLEMS[name].slo})")
+        for m in METHODS:
+            f = fractions[m][name]
+            say(f"  {m:9s} median {np.median(f):.3f}  min {np.min(f):.3f}  max {np.max(f):.3f}")
+    medians = {m: float(np.median([x for n in names for x in fractions[m][n]])) for m in METHODS}
+    say("\nall scenarios: " + "  ".join(f"{m} {v:.3f}" for m, v in medians.items()))
+    if not args.no_mo:
+        say("hypervolume ratio (median): " + "  ".join(
+            f"{m} {np.median(ratios[m]):.3f}" for m in METHODS))
+    say("SLO misses of recommended/delivered configs: " + str(violations))
+    say("search CPU seconds (all runs): " + "  ".join(f"{m} {v:.0f}" for m, v in seconds.items()))
+    mo_seconds = time_mo_proposal(PROBLEMS[names[0]], observations=50)
+    say(f"one multi-objective proposal at 50 observations: {mo_seconds:.2f} s")
+    out: dict[str, Any] = {m: round(medians[m], 4) for m in METHODS}
+    out["hv_ratio"] = {m: round(float(np.median(ratios[m])), 4) for m in METHODS if ratios[m]}
+    out["per_scenario"] = {n: {m: round(float(np.median(fractions[m][n])), 4) for m in METHODS}
+                           for n in names}
+    out["slo_misses"] = violations
+    out["mo_proposal_s"] = round(mo_seconds, 3)
+    out.update({"budget": args.budget, "seeds": args.seeds,
+                "runtime_s": round(time.perf_counter() - t_start, 1)})
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
