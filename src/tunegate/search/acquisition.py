@@ -26,7 +26,8 @@ from tunegate.search.surrogate import FeasibilityModel, fit_outcomes, torch_modu
 if TYPE_CHECKING:
     from tunegate.search.bayes import BayesProposer
 
-__all__ = ["neighbours", "posterior", "posterior_means", "reason", "score_candidates"]
+__all__ = ["neighbours", "posterior", "posterior_means", "reason", "score_candidates",
+           "warm_up"]
 
 _POOL = 256
 _INCUMBENTS = 3
@@ -49,6 +50,15 @@ def neighbours(space: SearchSpace, point: NDArray[np.float64]) -> NDArray[np.flo
             out.append(moved)
     return np.asarray(out, dtype=float).reshape(-1, len(point))
 _MC_SAMPLES = 64
+_MC_SAMPLES_MO = 32  # qLogNEHVI partitions the front once per sample: the cost scales with it
+
+
+def warm_up() -> None:
+    """Import torch and the BoTorch modules used here (a one-time cost of ~2 s per process)."""
+    torch_module()
+    import botorch.acquisition.multi_objective.logei
+    import botorch.optim  # noqa: F401
+    from botorch.models import SingleTaskGP  # noqa: F401
 
 
 def reason(proposer: BayesProposer) -> str:
@@ -96,7 +106,8 @@ def _acquisition(proposer: BayesProposer, model: Any, X_ok: NDArray[np.float64],
 
     k = len(proposer.objectives)
     constraints = _constraints(proposer) or None
-    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([_MC_SAMPLES]), seed=seed)
+    samples = _MC_SAMPLES if k == 1 else _MC_SAMPLES_MO
+    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([samples]), seed=seed)
     train_x = torch.as_tensor(X_ok, dtype=torch.double)
     if k == 1:
         if proposer.acquisition == "ucb":

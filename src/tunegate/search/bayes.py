@@ -218,8 +218,9 @@ class BayesProposer(BaseProposer):
     # ---- recommending ------------------------------------------------------------------------
     def _judged(self, confidence: float) -> tuple[list[int], NDArray[np.float64],
                                                   NDArray[np.bool_]]:
-        """Evaluated trials with outcomes, posterior means, and whether each meets every SLO
-        with probability >= ``confidence`` (normal approximation, each SLO alone)."""
+        """Evaluated trials with outcomes, posterior means, and whether each met every SLO
+        when measured *and* meets it with probability >= ``confidence`` under the model
+        (normal approximation, each SLO alone)."""
         from scipy.stats import norm
 
         latest = {o.trial: o for o in self.observations}
@@ -230,7 +231,9 @@ class BayesProposer(BaseProposer):
         points = np.asarray([self.space.to_unit(self.proposals[t].config) for t in trials])
         mean, std = acquisition.posterior(self, points, seed=self.seed)
         z = float(norm.ppf(confidence))
-        ok = np.ones(len(trials), dtype=bool)
+        observed = [{**dict(latest[t].values), "value": latest[t].value} for t in trials]
+        ok = np.asarray([all(c.satisfied(v) for c in self.outcome_constraints)
+                         for v in observed], dtype=bool)
         k = len(self.objectives)
         for j, slo in enumerate(self.outcome_constraints):
             margin = z * std[:, k + j]
@@ -242,7 +245,8 @@ class BayesProposer(BaseProposer):
 
     def recommend(self, confidence: float = 0.95) -> int | None:
         """The evaluated trial with the best posterior mean of the first objective among those
-        meeting every SLO with probability >= ``confidence`` (``None``: nothing evaluated).
+        that met every SLO when measured and meet it with probability >= ``confidence`` under
+        the model (``None``: nothing evaluated).
 
         When no evaluated config is that sure of its SLOs, the one closest to meeting them
         (the largest minimum normalised slack) is returned.
