@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
-import subprocess
 import sys
 import time
 from typing import Any
 
 from tunegate.servers.simulator import run_virtual
 from tunegate.servers.simulator.seed_table import article_table
+from tunegate.servers.simulator.serve import serve_in_process
 from tunegate.workload.builder import build_workload
 from tunegate.workload.config import WorkloadConfig
 from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
@@ -58,51 +57,16 @@ def _small_workload(n: int) -> Workload:
     return Workload(requests, ArrivalSchedule(offsets_s=None, max_concurrency=8))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _http_vs_virtual(n: int = 64) -> dict[str, float]:
     from tunegate.loadgen.client import ClientConfig
     from tunegate.loadgen.runner import run_workload_async
 
     wl = _small_workload(n)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tunegate.servers.simulator.cli",
-            "serve",
-            "--scenario",
-            "fast",
-            "--port",
-            str(port),
-            "--seed",
-            "5",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("simulated server did not start") from None
-                time.sleep(0.05)
-        config = ClientConfig(base_url=f"http://127.0.0.1:{port}", model="llama-3.1-8b")
+    with serve_in_process("fast", seed=5) as url:
+        config = ClientConfig(base_url=url, model="llama-3.1-8b")
         t0 = time.perf_counter()
         http = asyncio.run(run_workload_async(wl, config)).records
         wall = time.perf_counter() - t0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     t0 = time.process_time()
     virtual = run_virtual(wl, "fast", seed=5).records
     cpu = time.process_time() - t0

@@ -6,10 +6,7 @@ import asyncio
 import json
 import logging
 import re
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +17,7 @@ import pytest
 from tunegate.errors import ServerError
 from tunegate.servers.simulator import BackgroundServer, FaultConfig, run_virtual
 from tunegate.servers.simulator.seed_table import article_table
+from tunegate.servers.simulator.serve import serve_in_process
 from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -197,12 +195,6 @@ def test_crash_after_n_requests_kills_the_server() -> None:
         srv.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _agreement_workload(n: int = 64) -> Workload:
     requests = tuple(
         RequestSpec(
@@ -220,39 +212,9 @@ def test_virtual_and_http_paths_agree_within_noise() -> None:
     from tunegate.loadgen.runner import run_workload_async
 
     wl = _agreement_workload()
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tunegate.servers.simulator.cli",
-            "serve",
-            "--scenario",
-            "fast",
-            "--port",
-            str(port),
-            "--seed",
-            "5",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.05)
-        config = ClientConfig(base_url=f"http://127.0.0.1:{port}", model=MODEL)
+    with serve_in_process("fast", seed=5) as url:
+        config = ClientConfig(base_url=url, model=MODEL)
         http = asyncio.run(run_workload_async(wl, config)).records
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    assert proc.returncode in (0, -15)
     virtual = run_virtual(wl, "fast", seed=5).records
     assert [r.output_tokens for r in http] == [r.output_tokens for r in virtual]
     assert [r.input_tokens for r in http] == [r.input_tokens for r in virtual]

@@ -20,8 +20,6 @@ headroom in concurrency and memory explored. The run directory is ``OUT_DIR/tune
 from __future__ import annotations
 
 import argparse
-import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,6 @@ from tunegate.cli.console import console, print_validation
 
 __all__ = ["run"]
 
-_SIM_READY = re.compile(r"serving on (http://\S+)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +67,7 @@ def run(argv: Sequence[str]) -> int:
     from tunegate.results import write_json
     from tunegate.servers.loopback import Behaviour
     from tunegate.servers.loopback.background import serve_in_process
-    from tunegate.servers.process import serve_subprocess
+    from tunegate.servers.simulator.serve import serve_in_process as sim_in_process
     from tunegate.workload import WorkloadConfig
 
     args = _parser().parse_args(list(argv))
@@ -123,9 +120,7 @@ def run(argv: Sequence[str]) -> int:
     small = WorkloadConfig.model_validate({"dataset": "synthetic", "num_requests": 64,
                                            "input_tokens": "lognormal:128,0.5",
                                            "output_tokens": "64", "concurrency": 16})
-    sim_argv = [sys.executable, "-m", "tunegate", "sim", "serve", "--scenario", "fast",
-                "--port", "0"]
-    with serve_subprocess(sim_argv, _SIM_READY) as url:
+    with sim_in_process("fast") as url:
         result = bench(BenchOptions(target=TargetOptions(url=url), workload=small))
     _row(sockets, "simulator, HTTP", record("http-simulator", result, True),
          result.validation.valid)

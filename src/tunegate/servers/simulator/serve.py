@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol
 
 from aiohttp import web
 
 from tunegate.errors import ServerError
+from tunegate.servers.process import serve_subprocess
 from tunegate.servers.simulator.engine import Engine
 from tunegate.servers.simulator.faults import FaultConfig
 from tunegate.servers.simulator.http_server import SimServer
 
-__all__ = ["BackgroundServer", "serve", "serve_async"]
+__all__ = ["BackgroundServer", "serve", "serve_async", "serve_in_process"]
+
+_SERVING = re.compile(r"serving on (http://\S+)")
 
 
 class _Writer(Protocol):
@@ -252,3 +256,18 @@ class _NullLog:
 
     def flush(self) -> None:
         return None
+
+
+@contextlib.contextmanager
+def serve_in_process(
+    scenario: str, *, seed: int = 0, extra_args: Sequence[str] = (),
+    start_timeout_s: float = 30.0,
+) -> Iterator[str]:
+    """``tunegate sim serve`` as a child process on a free port; yields its base URL.
+
+    The server's work then never delays the caller's event loop (timing comparisons, demos).
+    """
+    argv = [sys.executable, "-m", "tunegate", "sim", "serve", "--scenario", scenario,
+            "--port", "0", "--seed", str(seed), *extra_args]
+    with serve_subprocess(argv, _SERVING, start_timeout_s) as url:
+        yield url
