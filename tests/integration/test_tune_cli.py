@@ -122,6 +122,28 @@ def test_an_invalid_value_is_named(cli: Run, tmp_path: Path) -> None:
     assert "budget" in err
 
 
+def test_an_invalid_search_setting_is_named(cli: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(CONFIG + "\n[search]\nearly_stopping = true\neta = 1\n", encoding="utf-8")
+    code, _, err = cli("tune", "--config", str(bad))
+    assert code == 2 and no_traceback(err)
+    assert "search.eta" in err and "(got 1)" in err
+
+
+def test_a_bad_slo_and_too_many_objectives_are_named(cli: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(CONFIG + '\n[search]\nslos = ["p99_ttft_ms <= 3000", "p99_ttft_ms = 1"]\n',
+                   encoding="utf-8")
+    code, _, err = cli("tune", "--config", str(bad))
+    assert code == 2 and no_traceback(err)
+    assert "search.slos.1: SLO 'p99_ttft_ms = 1'" in err
+    many = ", ".join(f'"m{i}:lower"' for i in range(5))
+    bad.write_text(CONFIG + f"\n[search]\nobjectives = [{many}]\n", encoding="utf-8")
+    code, _, err = cli("tune", "--config", str(bad))
+    assert code == 2 and no_traceback(err)
+    assert "search.objectives: 6 objectives" in err and "at most 5" in err
+
+
 def test_resume_of_a_directory_without_a_journal(cli: Run, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     code, _, err = cli("tune", "--resume", str(tmp_path / "empty"))

@@ -8,7 +8,8 @@ run starts, until at least :data:`KILLS` kill points were taken. Each finished r
 - the journal's measurement records have unique, contiguous indices, each one's records file
   exists, and the summary counts exactly that many measurements;
 - no measurement lost or counted twice: every gate verdict's candidate arm is exactly the valid
-  repeats the journal holds for that trial (none missing, none twice), and no valid candidate
+  repeats the journal holds for that trial (none missing, none twice), a trial stopped early
+  holds exactly the one repeat its ``early_stop`` decision ranked, and no valid candidate
   repeat is left outside its trial's verdict;
 - a normal final status (budget_exhausted or converged) and a decision log replay agrees with.
 
@@ -150,14 +151,17 @@ def account(run_dir: Path) -> dict[str, int]:
     baseline_arm: list[float] | None = None
     gated = set()
     for entry in summary["history"]:
-        gate_id = entry.get("gate_decision")
-        if not gate_id:
+        gate_id, stop_id = entry.get("gate_decision"), entry.get("early_stop_decision")
+        if stop_id:  # stopped after its first repeat: that repeat is what the decision ranked
+            arm = [decisions[stop_id]["inputs"]["score"]]  # the objective is higher-is-better
+        elif gate_id:
+            arms = decisions[gate_id]["inputs"]["record"]["inputs"][OBJECTIVE]
+            if entry["trial"] and baseline_arm is None:
+                baseline_arm = arms["baseline"]
+            arm = arms["candidate"]
+        else:
             continue
         gated.add(entry["trial"])
-        arms = decisions[gate_id]["inputs"]["record"]["inputs"][OBJECTIVE]
-        if entry["trial"] and baseline_arm is None:
-            baseline_arm = arms["baseline"]
-        arm = arms["candidate"]
         repeats = [m["values"][OBJECTIVE] for m in found if m["role"] == "candidate"
                    and m["trial"] == entry["trial"] and m["valid"]]
         duplicated += len(arm) - len(set(arm)) + len(set(arm) - set(repeats))

@@ -10,6 +10,10 @@ Sections (see the README for full examples)::
     [[space]]    one table per parameter: name, kind, layer, light, low/high/choices, ...
     [objective]  metric and direction; [[guardrails]] metric, direction, tolerance
     [gate]       repeats ("auto" = power analysis), min_effect, alpha, fdr, floor, ...
+    [search]     early_stopping, eta, min_seen (stop clearly bad configs after one repeat);
+                 slos ("p99_ttft_ms <= 3000": absolute limits) and objectives
+                 ("p99_ttft_ms:lower": extra objectives after [objective], five in all at most)
+    [report]     plots (write pareto.png and study.db at the end)
 
 Parameter names starting with ``benchmark.`` are benchmark settings (``benchmark.stream``), not
 engine flags; their traffic light is usually ``must_change``.
@@ -17,15 +21,30 @@ engine flags; their traffic light is usually ``must_change``.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from tunegate.errors import ConfigError, InputFileError
 from tunegate.search.constraints import parse_constraints
+from tunegate.search.objectives import (
+    MAX_OBJECTIVES,
+    Objective,
+    OutcomeConstraint,
+    check_objectives,
+    parse_outcome_constraint,
+)
 from tunegate.search.space import Layer, Light, Param, SearchSpace
 from tunegate.workload import WorkloadConfig, format_validation_error
 
@@ -104,6 +123,86 @@ class GateSection(_Strict):
     power: float = Field(default=0.8, gt=0, lt=1)
 
 
+_OBJECTIVE_RULE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*:\s*(higher|lower)\s*$")
+
+
+def parse_objective(rule: str) -> Objective:
+    """``"METRIC:higher"`` or ``"METRIC:lower"`` as an :class:`Objective`.
+
+    Raises:
+        ValueError: The rule is not of that form (pydantic names the field).
+
+    Example:
+        >>> parse_objective("p99_ttft_ms:lower")
+        Objective(metric='p99_ttft_ms', direction='lower')
+    """
+    match = _OBJECTIVE_RULE.match(rule)
+    if not match:
+        raise ValueError(f"objective {rule!r}: expected 'METRIC:higher' or 'METRIC:lower', "
+                         "e.g. 'p99_ttft_ms:lower'")
+    return Objective(match.group(1), "higher" if match.group(2) == "higher" else "lower")
+
+
+def _objective_rule(rule: str) -> str:
+    parse_objective(rule)
+    return rule
+
+
+def _slo_rule(rule: str) -> str:
+    try:
+        parse_outcome_constraint(rule)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return rule
+
+
+class SearchSection(_Strict):
+    """What the search optimises beyond ``[objective]``, and early stopping.
+
+    ``slos``: absolute limits on measured means (``"p99_ttft_ms <= 3000"``,
+    :func:`~tunegate.search.objectives.parse_outcome_constraint`). Bayesian optimisation models
+    each SLO's metric and only rewards configs likely to meet it; the delivery never recommends
+    a config whose measured means miss one (the report names the SLO it missed).
+
+    ``objectives``: extra objectives for a multi-objective search, ``"METRIC:higher"`` or
+    ``"METRIC:lower"``, after the ``[objective]`` metric (always the first and the priority);
+    at most :data:`~tunegate.search.objectives.MAX_OBJECTIVES` in all. They join the delivered
+    Pareto front too.
+
+    Early stopping, a cheap fidelity (one repeat instead of the gate's ``repeats``): after a
+    candidate's first valid repeat, the ASHA rule
+    (:class:`tunegate.search.fidelity.AsyncHalving`) stops it unless its objective ranks in the
+    top ``1/eta`` of every config measured at one repeat so far (once ``min_seen`` of them
+    exist). Only proposals on their way to the gate are stopped; the baseline and the known
+    remedies always get their full repeats.
+    """
+
+    early_stopping: bool = Field(default=True, description="stop clearly worse candidates "
+                                 "after their first repeat")
+    eta: int = Field(default=3, ge=2, description="continue only the top 1/eta after one repeat")
+    min_seen: int = Field(default=3, ge=1, description="configs measured at one repeat before "
+                          "any candidate is stopped")
+    slos: list[Annotated[str, AfterValidator(_slo_rule)]] = Field(
+        default_factory=list, description="absolute limits, 'METRIC <= NUMBER' or "
+        "'METRIC >= NUMBER'")
+    objectives: list[Annotated[str, AfterValidator(_objective_rule)]] = Field(
+        default_factory=list, description="extra objectives after [objective], 'METRIC:higher' "
+        f"or 'METRIC:lower' ({MAX_OBJECTIVES} in all at most)")
+
+    def outcome_constraints(self) -> tuple[OutcomeConstraint, ...]:
+        """The SLOs, parsed."""
+        return tuple(parse_outcome_constraint(rule) for rule in self.slos)
+
+    def extra_objectives(self) -> tuple[Objective, ...]:
+        """The extra objectives, parsed (without the ``[objective]`` metric)."""
+        return tuple(parse_objective(rule) for rule in self.objectives)
+
+
+class ReportSection(_Strict):
+    plots: bool = Field(default=True, description="write pareto.png and the Optuna study.db "
+                        "at the end (false: summary.json and report.md only)")
+
+
 class TuneConfig(_Strict):
     """A whole tuning run's configuration (see the module docstring)."""
 
@@ -119,6 +218,8 @@ class TuneConfig(_Strict):
     objective: MetricSection = MetricSection(metric="output_throughput")
     guardrails: list[MetricSection] = Field(default_factory=list)
     gate: GateSection = GateSection()
+    search: SearchSection = SearchSection()
+    report: ReportSection = ReportSection()
 
     @field_validator("space")
     @classmethod
@@ -144,6 +245,20 @@ class TuneConfig(_Strict):
                     raise ValueError(f"{where}: {param.name} = {value!r} is not one of its "
                                      f"choices {list(param.values)}")
         return self
+
+    @model_validator(mode="after")
+    def _objectives_fit(self) -> TuneConfig:
+        """At most five objectives in all, ``[objective]`` first, no metric twice."""
+        try:
+            self.objectives()
+        except ConfigError as exc:
+            raise ValueError(f"search.objectives: {exc}") from None
+        return self
+
+    def objectives(self) -> tuple[Objective, ...]:
+        """The search's objectives: ``[objective]``, then ``[search] objectives``."""
+        first = Objective(self.objective.metric, self.objective.direction)
+        return check_objectives([first, *self.search.extra_objectives()])
 
     def search_space(self) -> SearchSpace:
         params = [p.to_param() for p in self.space]

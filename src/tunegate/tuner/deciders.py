@@ -9,7 +9,9 @@ Components (the replay registry, name -> version, function):
 * ``must_change``: which must-change fixes to apply, given the first measurement's findings.
 * ``remedies``: which known fixes to try first, given the baseline's findings.
 * ``repeat_plan``: how many repeats the gate needs (power analysis on the baseline's noise).
-* ``proposer``: the next config, given the search history.
+* ``proposer``: the next config, given the search history and the budget (which chooses the
+  strategy, :func:`tunegate.search.selection.select_proposer`).
+* ``early_stop``: whether a candidate stops after its first repeat (ASHA's rule).
 * ``gate``: ACCEPT / REJECT / INCONCLUSIVE from the repeats (:mod:`tunegate.stats.gate`).
 * ``keep_or_rollback``: what the verdict means for the running config.
 """
@@ -19,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tunegate.search.fidelity import AsyncHalving
 from tunegate.search.objectives import Objective, OutcomeConstraint
-from tunegate.search.proposer import BaseProposer, SobolLocalProposer
+from tunegate.search.proposer import BaseProposer
 from tunegate.search.selection import select_proposer
 from tunegate.search.space import Light, SearchSpace
 from tunegate.stats import gate as stats_gate
@@ -28,7 +31,15 @@ from tunegate.stats.power import gate_sample_size
 from tunegate.stats.threshold import ThresholdPolicy
 from tunegate.tuner.config import TuneConfig
 
-__all__ = ["REGISTRY", "REMEDIES", "build_proposer"]
+__all__ = ["PROPOSER_VERSION", "REGISTRY", "REMEDIES", "build_proposer", "config_proposer",
+           "early_stop", "search_goals"]
+
+PROPOSER_VERSION = "select_proposer/2"
+"""Version of the ``proposer`` component. ``/2``: the budget chooses the strategy and ``tell``
+events carry the metric means; logs of ``sobol_local/1`` (no budget, BO for every run) are told
+apart and not re-derived with today's rule. ``[search] slos`` and ``objectives`` did not bump
+it: a config without them (every journal written before they existed) builds exactly the
+proposer it built before (:func:`search_goals`), so old decisions replay unchanged."""
 
 REMEDIES: dict[str, dict[str, Any]] = {
     "prefill_slower_than_decode": {"enable_chunked_prefill": True},
@@ -114,6 +125,31 @@ def build_proposer(space: SearchSpace, seed: int, *, budget: int | None = None,
                            outcome_constraints=outcome_constraints)
 
 
+def search_goals(config: TuneConfig) -> tuple[tuple[Objective, ...],
+                                             tuple[OutcomeConstraint, ...]]:
+    """The objectives and SLOs a run's proposer optimises (``[objective]`` and ``[search]``).
+
+    One objective (no ``[search] objectives``): ``Objective("value")``, the scalar each ``tell``
+    gives (the ``[objective]`` metric's mean, sign-adjusted so higher is better), exactly as
+    before these settings existed, so journals without them replay identically. With extra
+    objectives: the ``[objective]`` metric by name and direction first, then the extras, all
+    read from the tells' ``values``. SLOs are always read from ``values`` (the driver measures
+    their metrics); with a budget small enough for the layered sweep they only shape the
+    delivery, since the sweep ranks by the first objective alone.
+    """
+    slos = config.search.outcome_constraints()
+    if not config.search.objectives:
+        return (Objective("value"),), slos
+    return config.objectives(), slos
+
+
+def config_proposer(config: TuneConfig, seed: int, budget: int | None) -> BaseProposer:
+    """:func:`build_proposer` for a run's config: its space, objectives and SLOs."""
+    objectives, slos = search_goals(config)
+    return build_proposer(config.search_space(), seed, budget=budget, objectives=objectives,
+                          outcome_constraints=slos)
+
+
 def replay_history(proposer: BaseProposer, history: list[Mapping[str, Any]]) -> None:
     """Feed a proposer the recorded ``ask``/``register``/``tell`` events, in order."""
     for event in history:
@@ -122,16 +158,64 @@ def replay_history(proposer: BaseProposer, history: list[Mapping[str, Any]]) -> 
         elif event["op"] == "register":
             proposer.register(dict(event["config"]), event["reason"])
         else:
-            proposer.tell(int(event["trial"]), event["value"], kept=bool(event.get("kept")))
+            proposer.tell(int(event["trial"]), event["value"], kept=bool(event.get("kept")),
+                          values=event.get("values"))  # absent from journals before /2
 
 
 def propose(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
-    """The proposer's next config after the recorded history (``space`` as config JSON)."""
+    """The proposer's next config after the recorded history (``config`` as config JSON).
+
+    ``budget`` chooses the strategy: the run's budget as pinned when its baseline was registered
+    (``RunState.search_budget``; ``None``, unknown, selects BO); without the key, the config's
+    ``run.budget``. The objectives and SLOs come from the config (:func:`search_goals`); tells
+    without ``values`` (journals from before ``/2``) give SLO metrics nothing to model.
+    """
     config = TuneConfig.model_validate(inputs["config"])
-    proposer = build_proposer(config.search_space(), int(seed or 0))
+    budget = inputs.get("budget", config.run.budget)
+    proposer = config_proposer(config, int(seed or 0), budget)
     replay_history(proposer, inputs["history"])
     proposal = proposer.ask()
-    return {"trial": proposal.trial, "config": proposal.config, "reason": proposal.reason}
+    return {"trial": proposal.trial, "config": proposal.config, "reason": proposal.reason,
+            "proposer": proposer.name}
+
+
+def early_stop(inputs: Mapping[str, Any], seed: int | None) -> dict[str, bool | str]:
+    """Whether a candidate stops after its first repeat (the cheap fidelity), by ASHA's rule.
+
+    Inputs: ``trial``; ``score``, its first-repeat objective, and ``earlier``, the first-repeat
+    objectives of the configs measured before it (the baseline included), all sign-adjusted so
+    higher is better (``None``: no value, which always stops); ``eta`` and ``min_seen``
+    (:class:`~tunegate.search.fidelity.AsyncHalving`); ``metric`` and ``direction`` for the
+    reason only.
+
+    Example:
+        >>> early_stop({"trial": 4, "score": 9.0, "earlier": [10.0, 11.0, 12.0], "eta": 3,
+        ...             "min_seen": 3, "metric": "tps", "direction": "higher"}, 0)["reason"]
+        'tps 9 after 1 repeat is below the top 1/3 of 4 configs measured so far (rank 4 of 4)'
+    """
+    rule = AsyncHalving(eta=int(inputs["eta"]), min_seen=int(inputs["min_seen"]))
+    earlier = [float(s) for s in inputs["earlier"]]
+    score = inputs["score"]
+    stop = rule.should_stop(earlier, score)
+    if score is None:
+        return {"stop": stop, "reason": f"no {inputs['metric']} value after 1 repeat"}
+    n = len(earlier) + 1
+    rank = 1 + sum(1 for s in earlier if s > score)
+    shown = f"{inputs['metric']} {_plain(score, inputs['direction'])} after 1 repeat"
+    if len(earlier) < rule.min_seen:
+        reason = (f"{shown}: only {len(earlier)} configs measured at 1 repeat so far, "
+                  f"{rule.min_seen} needed to rank against")
+    elif stop:
+        reason = (f"{shown} is below the top 1/{rule.eta} of {n} configs measured so far "
+                  f"(rank {rank} of {n})")
+    else:
+        reason = f"{shown} is within the top 1/{rule.eta} of {n} configs (rank {rank} of {n})"
+    return {"stop": stop, "reason": reason}
+
+
+def _plain(score: float, direction: str) -> str:
+    """A sign-adjusted score back in the metric's own units, for reasons."""
+    return f"{(score if direction == 'higher' else -score):.4g}"
 
 
 def gate(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
@@ -145,12 +229,12 @@ def keep_or_rollback(inputs: Mapping[str, Any], seed: int | None) -> dict[str, A
     return {"action": "keep" if inputs["decision"] == "ACCEPT" else "rollback"}
 
 
-
 REGISTRY: dict[str, tuple[str, Callable[[Any, int | None], Any]]] = {
     "must_change": ("1", must_change),
     "remedies": ("1", remedies),
     "repeat_plan": ("1", repeat_plan),
-    "proposer": (SobolLocalProposer.name + "/1", propose),
+    "proposer": (PROPOSER_VERSION, propose),
+    "early_stop": ("1", early_stop),
     "gate": (stats_gate.GATE_VERSION, gate),
     "keep_or_rollback": ("1", keep_or_rollback),
 }

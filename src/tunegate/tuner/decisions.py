@@ -54,6 +54,7 @@ class DecisionKind(StrEnum):
     PROPOSAL = "proposal"
     VALIDATION = "validation"
     GATE_VERDICT = "gate_verdict"
+    EARLY_STOP = "early_stop"
     KEEP = "keep"
     ROLLBACK = "rollback"
     DRIFT = "drift"

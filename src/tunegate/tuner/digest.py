@@ -38,7 +38,7 @@ __all__ = ["canonical_json", "digest", "normalize"]
 JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
 
 
-def normalize(obj: Any, *, _path: str = "$") -> JSONValue:
+def normalize(obj: Any) -> JSONValue:
     """Convert ``obj`` to plain JSON types, refusing anything that would not hash stably.
 
     Args:
@@ -54,6 +54,41 @@ def normalize(obj: Any, *, _path: str = "$") -> JSONValue:
             gives the JSON path, e.g. ``$.inputs.sigma``.
         TypeError: A value of another type.
     """
+    try:
+        return _plain(obj)
+    except (ValueError, TypeError):
+        return _checked(obj, "$")  # walk again, tracking the path, to say where it failed
+
+
+_LEAVES = frozenset({str, int, bool, type(None)})
+"""Exact types :func:`_checked` returns unchanged (``float`` also needs its finiteness check)."""
+
+
+def _plain(obj: Any) -> JSONValue:
+    """:func:`_checked` for the plain types the journal holds (most of every snapshot), without
+    a path string per node or a call per leaf; anything else goes to :func:`_checked`. Same
+    result; raises without a path (:func:`normalize` then walks again to name it)."""
+    kind = type(obj)
+    if kind in _LEAVES:
+        return obj  # type: ignore[no-any-return]
+    if kind is float:
+        if not math.isfinite(obj):
+            raise ValueError("non-finite")
+        return obj  # type: ignore[no-any-return]
+    if kind is dict:
+        out: dict[str, JSONValue] = {}
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise ValueError("non-string key")
+            out[key] = value if type(value) in _LEAVES else _plain(value)
+        return out
+    if kind is list or kind is tuple:
+        return [item if type(item) in _LEAVES else _plain(item) for item in obj]
+    return _checked(obj, "$")
+
+
+def _checked(obj: Any, path: str) -> JSONValue:
+    """The canonical conversion, naming the JSON ``path`` of whatever it refuses."""
     if obj is None or isinstance(obj, bool | str):
         return obj
     if isinstance(obj, numbers.Integral):
@@ -61,21 +96,21 @@ def normalize(obj: Any, *, _path: str = "$") -> JSONValue:
     if isinstance(obj, numbers.Real):
         value = float(obj)
         if not math.isfinite(value):
-            raise ValueError(f"{_path} is {value}; canonical JSON has no NaN or infinity")
+            raise ValueError(f"{path} is {value}; canonical JSON has no NaN or infinity")
         return value
     if isinstance(obj, Mapping):
         out: dict[str, JSONValue] = {}
         for key, value in obj.items():
             if not isinstance(key, str):
-                raise ValueError(f"{_path} has the non-string key {key!r}; use string keys")
-            out[key] = normalize(value, _path=f"{_path}.{key}")
+                raise ValueError(f"{path} has the non-string key {key!r}; use string keys")
+            out[key] = _checked(value, f"{path}.{key}")
         return out
     if isinstance(obj, Sequence) and not isinstance(obj, bytes | bytearray):
-        return [normalize(item, _path=f"{_path}[{i}]") for i, item in enumerate(obj)]
+        return [_checked(item, f"{path}[{i}]") for i, item in enumerate(obj)]
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
-        return normalize(dump(mode="json"), _path=_path)
-    raise TypeError(f"{_path} is a {type(obj).__name__}, which has no canonical JSON form")
+        return _checked(dump(mode="json"), path)
+    raise TypeError(f"{path} is a {type(obj).__name__}, which has no canonical JSON form")
 
 
 def canonical_json(obj: Any) -> str:

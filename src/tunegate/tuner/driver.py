@@ -6,6 +6,14 @@ Every transition is journalled with a snapshot of the :class:`RunState`, every m
 its own record, and every decision in ``decisions.jsonl`` through the pure functions of
 :mod:`tunegate.tuner.deciders`, so ``tunegate replay`` can re-derive them and ``--resume``
 continues after a crash at any point.
+
+Early stopping: after a proposal's first valid repeat, VERIFY asks the ``early_stop`` decider
+(ASHA's rule, :class:`tunegate.search.fidelity.AsyncHalving`) whether it ranks in the top
+``1/eta`` of the configs measured at one repeat so far; if not, the proposer is told that
+first-repeat value (a real, lower-fidelity measurement) and the kept config is restored. The
+baseline and the known remedies are never stopped early: the baseline is the gate's reference
+arm, and a remedy is a fix for a finding, tried because the finding says so rather than because
+the search ranks it; it gets the full evidence, accepted or rejected by the gate.
 """
 
 from __future__ import annotations
@@ -53,6 +61,20 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def _means(values: dict[str, list[float]]) -> dict[str, float]:
+    """Each measured metric's mean (what ``tell(values=...)`` gives the proposer)."""
+    return {name: _mean(series) for name, series in values.items() if series}
+
+
+def _recorded(config: TuneConfig, specs: list[MetricSpec]) -> list[str]:
+    """Metrics each measurement records: the gate's (objective, guardrails), then those of
+    ``[search] objectives`` and ``slos``, which the proposer models and the delivery checks."""
+    names = [s.name for s in specs]
+    names += [o.metric for o in config.search.extra_objectives()]
+    names += [c.metric for c in config.search.outcome_constraints()]
+    return list(dict.fromkeys(names))
+
+
 class Tuner:
     """Runs (or resumes) one tuning run in ``run_dir``.
 
@@ -79,6 +101,8 @@ class Tuner:
         self.workload = build_workload(config.workload)
         self.specs = [MetricSpec(config.objective.metric, config.objective.direction)] + [
             MetricSpec(g.metric, g.direction, "guardrail", g.tolerance) for g in config.guardrails]
+        self.gated = {s.name for s in self.specs}
+        self.recorded = _recorded(config, self.specs)
         self.gate_config = stats_gate.GateConfig(config.gate.alpha, config.gate.fdr,
                                                  config.gate.multiplier, config.gate.floor)
         self.rs = RunState()
@@ -291,7 +315,7 @@ class Tuner:
                   "valid": result.valid, "findings": result.validation.codes(),
                   "errors": [f.code for f in result.validation.findings
                              if f.severity.value == "error"],
-                  "values": {s.name: result.metric(s.name) for s in self.specs},
+                  "values": {name: result.metric(name) for name in self.recorded},
                   **result.to_json()}
         assert self.journal is not None
         self.journal.append("measurement", record)
@@ -343,7 +367,8 @@ class Tuner:
         rs.kept = dict(params)
         rs.kept_values = {k: list(v) for k, v in values.items()}
         for name, series in values.items():
-            rs.sigma[name] = estimate_noise(series).sigma  # all repeats, not only the first
+            if name in self.gated:  # an SLO metric may be 0 (no relative noise) or sparse
+                rs.sigma[name] = estimate_noise(series).sigma  # all repeats, not the first
         if rs.kept_trial is None:
             self._register_baseline(params, values, rs.baseline_findings)
         self.say(f"baseline: {objective} {_mean(values[objective]):.1f} over "
@@ -398,8 +423,8 @@ class Tuner:
     def _plan(self, values: dict[str, list[float]]) -> int:
         rs = self.rs
         for name, series in values.items():
-            estimate = estimate_noise(series)
-            rs.sigma[name] = estimate.sigma
+            if name in self.gated:
+                rs.sigma[name] = estimate_noise(series).sigma
         gate = self.config.gate
         inputs = {"sigma": rs.sigma[self.specs[0].name], "min_effect": gate.min_effect,
                   "power": gate.power, "alpha": gate.alpha, "multiplier": gate.multiplier,
@@ -417,12 +442,16 @@ class Tuner:
         rs = self.rs
         rs.history.append({"op": "register", "config": self._tunable(params),
                            "reason": "baseline"})
+        rs.search_budget = self.config.run.budget
         rs.kept_trial = 0
         rs.trials_log.append({"trial": 0, "reason": "baseline", "params": params,
                               "verdict": "BASELINE", "values": {k: _mean(v)
                                                                 for k, v in values.items()}})
         rs.history.append({"op": "tell", "trial": 0, "value": self._score(values),
-                           "kept": True})
+                           "kept": True, "values": _means(values)})
+        first = self._score({k: v[:1] for k, v in values.items()})
+        if first is not None:
+            rs.first_scores["0"] = first
         tunable = [p.name for p in self.space.tunable]
         found, _ = self._decide(DecisionKind.BASELINE, "remedies",
                                 {"findings": findings, "tunable": tunable, "kept": params})
@@ -432,6 +461,24 @@ class Tuner:
                     f"{remedy['params']} first")
             rs.story.append(line)
             self.say(line)
+        line = self._search_line()
+        rs.story.append(line)
+        self.say(line)
+
+    def _search_line(self) -> str:
+        """Which proposer the budget chose and why, and the early-stopping rule in force."""
+        run, search = self.config.run, self.config.search
+        selection = deciders.config_proposer(self.config, run.seed,
+                                             self.rs.search_budget).selection
+        line = f"search: {selection['reason']}"
+        if search.objectives:
+            line += f"; objectives {', '.join(selection['objectives'])}"
+        if search.slos:
+            line += f"; SLOs {', '.join(selection['outcome_constraints'])}"
+        if search.early_stopping and self.rs.repeats > 1:
+            line += (f"; early stopping: after its first repeat a proposal continues only in "
+                     f"the top 1/{search.eta} of the configs measured so far (ASHA)")
+        return line
 
     def _tunable(self, params: dict[str, Any]) -> dict[str, Any]:
         full = {**self.space.default(), **self.space.fixed(), **params}
@@ -460,10 +507,11 @@ class Tuner:
             trial = len([e for e in rs.history if e["op"] in ("ask", "register")])
             rs.history.append({"op": "register", "config": self._tunable(params),
                                "reason": f"remedy:{remedy['finding']}"})
-            rs.candidate = {"trial": trial, "params": params,
+            rs.candidate = {"trial": trial, "params": params, "remedy": True,
                             "reason": f"remedy for {remedy['finding']}"}
         else:
-            inputs = {"config": self.config.to_json(), "history": list(rs.history)}
+            inputs = {"config": self.config.to_json(), "history": list(rs.history),
+                      "budget": rs.search_budget}
             proposal, _ = self._decide(DecisionKind.PROPOSAL, "proposer", inputs)
             rs.history.append({"op": "ask"})
             params = self._engine({**rs.kept, **proposal["config"]})
@@ -512,7 +560,7 @@ class Tuner:
             return Event.OK
         rs.failed_starts += 1
         rs.history.append({"op": "tell", "trial": rs.candidate["trial"] if rs.candidate else -1,
-                           "value": None})
+                           "value": None, "values": None})
         self._log_trial("START_FAILED")
         self.say(f"trial {rs.candidate['trial'] if rs.candidate else '?'} failed to start "
                  f"({status}); the kept config was restored")
@@ -547,8 +595,41 @@ class Tuner:
         return Event.OK
 
     def _verify(self) -> Event:
-        n = min((len(v) for v in self.rs.candidate_values.values()), default=0)
+        n = min((len(v) for k, v in self.rs.candidate_values.items() if k in self.gated),
+                default=0)
+        if n == 1 and self._stops_early():
+            return Event.EARLY_STOP
         return Event.ENOUGH if n >= self.rs.repeats else Event.NEED_MORE
+
+    def _stops_early(self) -> bool:
+        """After the candidate's first valid repeat: add it to the one-repeat rung, and stop it
+        when the ``early_stop`` decider says so (proposals only, when more repeats follow)."""
+        rs, search = self.rs, self.config.search
+        assert rs.candidate is not None
+        trial = str(rs.candidate["trial"])
+        score = self._score({k: v[:1] for k, v in rs.candidate_values.items()})
+        # by trial number: the order (part of the decision's input hash) must not depend on
+        # whether the snapshot was resumed from the journal
+        earlier = [s for t, s in sorted(rs.first_scores.items(), key=lambda ts: int(ts[0]))
+                   if t != trial]
+        if score is not None:
+            rs.first_scores[trial] = score
+        if not search.early_stopping or rs.repeats <= 1 or rs.candidate.get("remedy"):
+            return False
+        inputs = {"trial": rs.candidate["trial"], "score": score, "earlier": earlier,
+                  "eta": search.eta, "min_seen": search.min_seen,
+                  "metric": self.specs[0].name, "direction": self.specs[0].direction}
+        outputs, decision_id = self._decide(DecisionKind.EARLY_STOP, "early_stop", inputs)
+        if not outputs["stop"]:
+            return False
+        rs.candidate["early_stop_decision"] = decision_id
+        rs.history.append({"op": "tell", "trial": rs.candidate["trial"], "value": score,
+                           "kept": False, "values": _means(rs.candidate_values)})
+        self._log_trial("EARLY_STOPPED")
+        line = f"trial {trial} stopped early: {outputs['reason']}"
+        rs.story.append(line)
+        self.say(line)
+        return True
 
     def _gate(self) -> Event:
         rs = self.rs
@@ -561,7 +642,8 @@ class Tuner:
         rs.candidate["gate"] = record.to_dict()
         rs.history.append({"op": "tell", "trial": rs.candidate["trial"],
                            "value": self._score(rs.candidate_values),
-                           "kept": verdict["decision"] == "ACCEPT"})
+                           "kept": verdict["decision"] == "ACCEPT",
+                           "values": _means(rs.candidate_values)})
         objective = record.metrics[0]
         self.say(f"gate: {verdict['decision']} ({self.specs[0].name} {objective.effect:+.1%}, "
                  f"threshold {objective.threshold:.1%}, p {objective.p_adjusted:.3g}; "
@@ -669,7 +751,8 @@ class Tuner:
         rs.trials_log.append({"trial": rs.candidate["trial"], "reason": rs.candidate["reason"],
                               "params": rs.candidate["params"], "verdict": verdict,
                               "values": {k: _mean(v) for k, v in rs.candidate_values.items()},
-                              "gate_decision": rs.candidate.get("gate_decision")})
+                              "gate_decision": rs.candidate.get("gate_decision"),
+                              "early_stop_decision": rs.candidate.get("early_stop_decision")})
 
     def _record_abnormal(self) -> None:
         self._record_once(DecisionKind.ABNORMAL, "tuner", "1",

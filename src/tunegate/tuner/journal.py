@@ -77,8 +77,15 @@ class Replay:
     valid_bytes: int
 
 
-def _checksum(seq: int, epoch: int, type_: str, data: Any) -> str:
-    body = canonical_json({"seq": seq, "epoch": epoch, "type": type_, "data": data})
+def _checksum(seq: int, epoch: int, type_: str, data: Any, *,
+              data_json: str | None = None) -> str:
+    """The first 16 hex digits of the SHA-256 of the canonical JSON of
+    ``{"seq", "epoch", "type", "data"}``; ``data_json``, when given, is ``canonical_json(data)``
+    already computed (the text is assembled in sorted key order, the same bytes)."""
+    if data_json is None:
+        data_json = canonical_json(data)
+    body = (f'{{"data":{data_json},"epoch":{canonical_json(epoch)},"seq":{canonical_json(seq)},'
+            f'"type":{canonical_json(type_)}}}')
     return hashlib.sha256(body.encode("ascii")).hexdigest()[:16]
 
 
@@ -93,9 +100,10 @@ def encode_record(seq: int, epoch: int, type_: str, data: Mapping[str, Any]) -> 
         raise ValueError("a journal record needs a non-empty string type")
     if not isinstance(data, Mapping):
         raise TypeError(f"journal data must be a mapping, not {type(data).__name__}")
-    crc = _checksum(seq, epoch, type_, data)
+    data_json = canonical_json(data)
+    crc = _checksum(seq, epoch, type_, data, data_json=data_json)
     line = (f'{{"seq":{seq},"epoch":{epoch},"type":{json.dumps(type_)},'
-            f'"data":{canonical_json(data)},"crc":"{crc}"}}\n')
+            f'"data":{data_json},"crc":"{crc}"}}\n')
     return line.encode("ascii")
 
 

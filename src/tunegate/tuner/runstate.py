@@ -8,7 +8,8 @@ any point.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tunegate.tuner.states import State
@@ -31,12 +32,22 @@ class RunState:
         repeats: Repeats per arm the gate needs (power analysis).
         candidate: The proposal under test (``trial``, ``params``, ``reason``) or ``None``.
         candidate_values: Its valid repeats, per metric.
+        first_scores: Objective after each config's first valid repeat, sign-adjusted so
+            higher is better, by trial (as a string: JSON keys): the rung early stopping ranks
+            a candidate against. The baseline is trial ``"0"``. Absent from snapshots written
+            before early stopping existed (it then starts empty).
         last_measurement: The newest measurement, until VALIDATE consumes it.
         last_restart: The newest restart outcome, until VERIFY_START reads it.
         failed_starts: Consecutive failed starts (two end the run as ENVIRONMENT_ABNORMAL).
         trials: Proposals made. rounds_since_keep: for the patience rule.
         measurements: Measurements taken (names files, draws the simulator's noise).
         history: The proposer's ask/register/tell events (rebuilds it on resume and replay).
+        search_budget: The budget that chose the proposer, pinned when the baseline is
+            registered. The proposer is rebuilt from ``history`` at every proposal, and ``ask``
+            events do not hold configs, so it must stay the strategy that made the earlier
+            proposals: ``--resume --budget N`` changes when the run stops, not the strategy.
+            ``None`` (snapshots from before the budget chose the strategy): unknown, which
+            selects Bayesian optimisation, as those runs had.
         remedies: Known fixes still to try, from the baseline's findings.
         rechecks: Objective values of the kept config's drift re-checks.
         trials_log: One line per finished trial for the summary.
@@ -59,6 +70,7 @@ class RunState:
     repeats: int = 0
     candidate: dict[str, Any] | None = None
     candidate_values: dict[str, list[float]] = field(default_factory=dict)
+    first_scores: dict[str, float] = field(default_factory=dict)
     last_measurement: dict[str, Any] | None = None
     last_restart: dict[str, Any] | None = None
     failed_starts: int = 0
@@ -66,6 +78,7 @@ class RunState:
     rounds_since_keep: int = 0
     measurements: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    search_budget: int | None = None
     remedies: list[dict[str, Any]] = field(default_factory=list)
     rechecks: list[float] = field(default_factory=list)
     trials_log: list[dict[str, Any]] = field(default_factory=list)
@@ -79,9 +92,12 @@ class RunState:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        """A deep copy as plain JSON types (the journal's snapshot); a JSON round trip copies
+        several times faster than :func:`dataclasses.asdict`, and the state is JSON anyway."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["state"] = self.state.value
-        return data
+        copied: dict[str, Any] = json.loads(json.dumps(data))
+        return copied
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunState:

@@ -7,12 +7,15 @@ into a state nobody designed. The table is the article's section 6 in code::
     LEASE -> BASELINE -> PROPOSE -> APPLY -> VERIFY_START -> MEASURE -> VALIDATE -> VERIFY
           -> GATE -> KEEP | ROLLBACK -> PROPOSE ... -> CONVERGED | BUDGET_EXHAUSTED
                                                      | ENVIRONMENT_ABNORMAL | ABORTED
+    VERIFY -> ROLLBACK  (early stop: clearly worse after its first repeat)
 
 New compared with "change one thing and run it once": APPLY keeps the last *kept* config as
 the rollback target; a failed start rolls back automatically, and after two consecutive failed
 starts the run ends as ENVIRONMENT_ABNORMAL with the kept config serving again; VALIDATE
 discards invalid data before anything analyses it; VERIFY is the gate's guard (N repeats before
-any verdict).
+any verdict). Early stopping (a cheap fidelity, ASHA's rule) lets VERIFY end a proposal after its
+first repeat when it ranks below the top ``1/eta`` of the configs measured so far: it rolls back
+to the kept config without a verdict, so it can never lead to KEEP.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class State(StrEnum):
     VALIDATE = "validate"
     """Gauge checks on that repeat; invalid data is discarded with its findings."""
     VERIFY = "verify"
-    """The gate's guard: enough valid repeats before any verdict."""
+    """The gate's guard: enough valid repeats before any verdict; after the first repeat, the
+    early-stopping rule may end a clearly worse proposal."""
     GATE = "gate"
     """The statistical decision: accept, reject or inconclusive."""
     KEEP = "keep"
@@ -85,6 +89,9 @@ class Event(StrEnum):
     NEED_MORE = "need_more"
     """VERIFY: the guard wants more repeats."""
     ENOUGH = "enough"
+    EARLY_STOP = "early_stop"
+    """VERIFY: after its first repeat the proposal ranks below the top ``1/eta`` of the configs
+    measured so far; stop it without a verdict and roll back."""
     ACCEPT = "accept"
     REJECT = "reject"
     INCONCLUSIVE = "inconclusive"
@@ -117,6 +124,7 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.VALIDATE, Event.INVALID): State.ROLLBACK,
     (State.VERIFY, Event.NEED_MORE): State.MEASURE,
     (State.VERIFY, Event.ENOUGH): State.GATE,
+    (State.VERIFY, Event.EARLY_STOP): State.ROLLBACK,
     (State.GATE, Event.ACCEPT): State.KEEP,
     (State.GATE, Event.REJECT): State.ROLLBACK,
     (State.GATE, Event.INCONCLUSIVE): State.ROLLBACK,

@@ -2,12 +2,19 @@
 
 Written atomically at the end of a run (and rewritten on resume). The delivery comes from
 :func:`tunegate.search.delivery.deliver` over the trials measured with full repeats: the
-objective and the guardrails are the objectives (at most five), each guardrail is also an SLO
-(within its tolerance of the baseline), gate-accepted trials and the baseline are the
-statistically verified ones, and the recommendation is the verified front config with the best
-objective (the user's priority) meeting every SLO. Failed starts are evaluated configs too.
+objective, ``[search] objectives`` and the guardrails are the objectives (at most five), each
+guardrail is also an SLO (within its tolerance of the baseline) besides the absolute
+``[search] slos``, gate-accepted trials and the baseline are the statistically verified ones,
+and the recommendation is the verified front config with the best objective (the user's
+priority) meeting every SLO; when every front config misses one, it comes from the front of the
+configs that met them all. A config whose measured means miss a configured SLO is never
+recommended, the kept one included (``recommendation.kept_missed_slos``); the report names the
+SLO each front config missed. Failed starts are evaluated configs too.
 ``study.db`` is the Optuna mirror of the trials (:mod:`tunegate.search.storage`); ``pareto.png``
-the plot. Wording: "near-optimal within budget", never "optimal".
+the plot; ``[report] plots = false`` skips both (they cost about a second per run). Proposals
+stopped early (after one repeat) are not in the delivery: their one repeat is a cheaper
+fidelity than the full repeats the front compares; ``search.early_stopping`` lists them.
+Wording: "near-optimal within budget", never "optimal".
 """
 
 from __future__ import annotations
@@ -49,16 +56,31 @@ def _pareto(trials: list[dict[str, Any]], metrics: list[tuple[str, str]]) -> lis
 
 
 def _objectives(config: TuneConfig) -> tuple[list[Objective], str]:
-    metrics = [config.objective, *config.guardrails]
+    """``[objective]``, ``[search] objectives``, then the guardrails not already among them."""
+    metrics = list(config.objectives())
+    named = {o.metric for o in metrics}
+    metrics += [Objective(g.metric, g.direction) for g in config.guardrails
+                if g.metric not in named]
     note = ""
     if len(metrics) > MAX_OBJECTIVES:
         note = (f"{len(metrics)} metrics: the front is over the first {MAX_OBJECTIVES}; the "
                 "other guardrails are SLOs only")
-    objectives = [Objective(m.metric, m.direction) for m in metrics[:MAX_OBJECTIVES]]
-    return objectives, note
+    return metrics[:MAX_OBJECTIVES], note
+
+
+def _missed(slos: list[OutcomeConstraint], values: dict[str, Any] | None) -> list[str]:
+    """The SLOs ``values`` misses, each with the measured mean (``not measured``: missing)."""
+    out = []
+    for slo in slos:
+        if not slo.satisfied(values or {}):
+            got = (values or {}).get(slo.metric)
+            shown = f"measured {got:.4g}" if isinstance(got, int | float) else "not measured"
+            out.append(f"{slo} ({shown})")
+    return out
 
 
 def _slos(config: TuneConfig, baseline: dict[str, Any] | None) -> list[OutcomeConstraint]:
+    """Each guardrail as an SLO relative to the baseline, then the absolute ``[search] slos``."""
     out = []
     for g in config.guardrails:
         base = (baseline or {}).get("values", {}).get(g.metric)
@@ -67,7 +89,7 @@ def _slos(config: TuneConfig, baseline: dict[str, Any] | None) -> list[OutcomeCo
                 out.append(OutcomeConstraint(g.metric, "<=", base * (1 + g.tolerance)))
             else:
                 out.append(OutcomeConstraint(g.metric, ">=", base * (1 - g.tolerance)))
-    return out
+    return out + list(config.search.outcome_constraints())
 
 
 def _points(rs: RunState) -> list[dict[str, Any]]:
@@ -95,24 +117,79 @@ def _used(rs: RunState) -> str | None:
     return None
 
 
+def _early_stopping(config: TuneConfig, rs: RunState) -> dict[str, Any]:
+    """The early-stopping rule in force and the trials it stopped."""
+    search = config.search
+    return {"enabled": search.early_stopping, "eta": search.eta, "min_seen": search.min_seen,
+            "stopped": [t["trial"] for t in rs.trials_log if t["verdict"] == "EARLY_STOPPED"]}
+
+
 def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
               ) -> dict[str, Any]:
-    from tunegate.tuner.deciders import build_proposer
+    from tunegate.tuner.deciders import config_proposer
 
     objectives, note = _objectives(config)
     slos = _slos(config, baseline)
     points = _points(rs)
     for point in points:
         point["meets_slos"] = all(c.satisfied(point["values"] or {}) for c in slos)
-    doc = deliver(points, objectives, slos=slos, priority={config.objective.metric: 1.0},
-                  reference=(baseline or {}).get("values"))
+    options: dict[str, Any] = {"slos": slos, "priority": {config.objective.metric: 1.0},
+                               "reference": (baseline or {}).get("values")}
+    doc = deliver(points, objectives, **options)
+    _feasible_front(doc, points, objectives, options)
+    missed = {p["trial"]: _missed(slos, p["values"]) for p in points}
+    for entry in doc["pareto"]:
+        entry["missed_slos"] = missed.get(entry["trial"], [])
     if note:
         doc["note"] = "; ".join(x for x in (doc["note"], note) if x)
-    selection = build_proposer(config.search_space(), config.run.seed,
-                               budget=config.run.budget).selection
-    doc["search"] = {**selection, "used": _used(rs)}
+    # the budget pinned when the baseline was registered (None in runs from before the budget
+    # chose the proposer: BO, as they had); the config's before any proposal
+    budget = rs.search_budget if rs.search_budget is not None or rs.history else config.run.budget
+    selection = config_proposer(config, config.run.seed, budget).selection
+    doc["search"] = {**selection, "used": _used(rs), "early_stopping": _early_stopping(config, rs)}
     doc["points"] = points
     return doc
+
+
+def _feasible_front(doc: dict[str, Any], points: list[dict[str, Any]],
+                    objectives: list[Objective], options: dict[str, Any]) -> None:
+    """When every front config missed an SLO, recommend from the front of those that met
+    them all (the measured front stays as it is, with what each point missed)."""
+    feasible = [p for p in points if p["values"] is not None and p["meets_slos"]]
+    if doc["recommendation"] is not None or not feasible:
+        return
+    choice = deliver(feasible, objectives, **options)["recommendation"]
+    if choice is None:
+        return
+    choice["rule"] += (" (every config on the measured front missed an SLO: chosen from the "
+                       f"front of the {len(feasible)} configs that met them)")
+    doc["recommendation"] = choice
+    doc["note"] = doc["note"].replace("no front config met every SLO: no recommendation",
+                                      "no front config met every SLO")
+
+
+def _recommendation(config: TuneConfig, rs: RunState, kept: dict[str, Any] | None,
+                    gain: float | None, chosen: dict[str, Any] | None) -> dict[str, Any]:
+    """The kept config, unless its measured means miss a configured SLO: then the delivery's
+    SLO-meeting choice (``params`` ``None`` when no measured config met them all)."""
+    wording = (f"{WORDING}: the best kept configuration among {rs.trials} proposals, each "
+               "accepted only by the statistical gate")
+    out: dict[str, Any] = {"params": rs.kept, "objective_change_vs_baseline": gain,
+                           "wording": wording, "front_choice": chosen or None,
+                           "kept_missed_slos": []}
+    if kept is None:
+        return out
+    missed = _missed(list(config.search.outcome_constraints()), kept["values"])
+    if not missed:
+        return out
+    out["kept_missed_slos"] = missed
+    out["objective_change_vs_baseline"] = None
+    out["params"] = chosen["params"] if chosen else None
+    out["wording"] = (f"{WORDING}: the kept trial {kept['trial']} misses SLO "
+                      + "; ".join(missed) + ", so it is not recommended; "
+                      + (f"recommended instead: trial {chosen['trial']} ({chosen['rule']})"
+                         if chosen else "no measured configuration met every SLO"))
+    return out
 
 
 def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
@@ -136,6 +213,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "reason": rs.reason,
         "objective": {"metric": objective, "direction": config.objective.direction},
         "guardrails": [g.model_dump() for g in config.guardrails],
+        "slos": list(config.search.slos),
         "repeats_per_config": rs.repeats,
         "noise_sigma": rs.sigma,
         "measurements": rs.measurements,
@@ -147,13 +225,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "pareto": delivery["pareto"],
         "pareto_trials": _pareto(measured, metrics),
         "knee": delivery["knee"],
-        "recommendation": {
-            "params": rs.kept,
-            "objective_change_vs_baseline": gain,
-            "wording": f"{WORDING}: the best kept configuration among "
-                       f"{rs.trials} proposals, each accepted only by the statistical gate",
-            "front_choice": chosen or None,
-        },
+        "recommendation": _recommendation(config, rs, kept, gain, chosen),
         "search": delivery["search"],
         "delivery": {k: v for k, v in delivery.items() if k not in ("pareto", "points")},
         "hypervolume_per_round": delivery["hypervolume_per_round"],
@@ -162,7 +234,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     }
 
 
-def _report(summary: dict[str, Any]) -> str:
+def _report(summary: dict[str, Any], *, plots: bool = True) -> str:
     objective = summary["objective"]["metric"]
     lines = [f"# tunegate run: {summary['status']}", "", summary["reason"] or "", "",
              "## What happened", ""]
@@ -180,22 +252,22 @@ def _report(summary: dict[str, Any]) -> str:
               + (f": {objective} {change:+.1%} vs the baseline." if change is not None else "."),
               "", "```", *(f"{k} = {v!r}" for k, v in sorted((rec["params"] or {}).items())),
               "```", ""]
-    return "\n".join(lines + _search_section(summary))
+    return "\n".join(lines + _search_section(summary, plots=plots))
 
 
 def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _search_section(summary: dict[str, Any]) -> list[str]:
+def _search_section(summary: dict[str, Any], *, plots: bool = True) -> list[str]:
     delivery, search = summary["delivery"], summary["search"]
     metrics = [m for m, _ in delivery["objectives"]]
     used = search.get("used") or search["proposer"]
     chose = f"Proposer: **{used}**" + (
         f": {search['reason']}." if used == search["proposer"] else
         f". For this budget the selection rule chooses {search['proposer']} ({search['reason']})"
-        "; the tuner did not pass its budget to the proposer.")
-    lines = ["## Search and Pareto delivery", "", chose, "",
+        "; these proposals were made before the tuner passed its budget to the proposer.")
+    lines = ["## Search and Pareto delivery", "", chose, "", *_early_lines(search), "",
              f"Pareto set ({WORDING}; dominance rate = share of the {delivery['complete']} "
              "measured configs each one dominates):", "",
              "| trial | " + " | ".join(metrics) + " | dominance | verified | SLOs | knee |",
@@ -203,7 +275,7 @@ def _search_section(summary: dict[str, Any]) -> list[str]:
     for p in summary["pareto"]:
         lines.append(f"| {p['trial']} | " + " | ".join(_shown(p["values"][m]) for m in metrics)
                      + f" | {p['dominance_rate']:.0%} | {'yes' if p['verified'] else 'no'} | "
-                     f"{'met' if p['meets_slos'] else 'missed'} | {'*' if p['knee'] else ''} |")
+                     f"{_slo_cell(p)} | {'*' if p['knee'] else ''} |")
     knee, choice = summary["knee"], summary["recommendation"]["front_choice"]
     lines += ["", f"Knee: trial {knee['trial'] if knee else '-'} ({delivery['knee_method']}).",
               f"SLOs: {', '.join(delivery['slos']) or 'none'}.",
@@ -213,8 +285,25 @@ def _search_section(summary: dict[str, Any]) -> list[str]:
               + ", ".join(f"{v:.4g}" for v in summary["hypervolume_per_round"]) + "."]
     if delivery["note"]:
         lines.append(f"Note: {delivery['note']}.")
-    lines += ["", "![Pareto plot](pareto.png)", ""]
+    lines += ["", "![Pareto plot](pareto.png)", ""] if plots else [""]
     return lines
+
+
+def _slo_cell(point: dict[str, Any]) -> str:
+    if point["meets_slos"]:
+        return "met"
+    missed = point.get("missed_slos") or []
+    return "missed " + "; ".join(missed) if missed else "missed"
+
+
+def _early_lines(search: dict[str, Any]) -> list[str]:
+    early = search.get("early_stopping") or {}
+    if not early.get("enabled"):
+        return ["Early stopping: off."]
+    stopped = early["stopped"]
+    return [f"Early stopping (ASHA, eta {early['eta']}, ranked once {early['min_seen']} configs "
+            f"were measured): {len(stopped)} proposal(s) stopped after 1 repeat"
+            + (f" (trials {', '.join(str(t) for t in stopped)})." if stopped else ".")]
 
 
 def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
@@ -245,11 +334,11 @@ def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
 
 def write_summary(run_dir: Path, config: TuneConfig, rs: RunState) -> dict[str, Any]:
     """Write ``summary.json`` and ``report.md``, and in a final state ``pareto.png`` and
-    ``study.db``; return the summary."""
+    ``study.db`` (unless ``[report] plots = false``); return the summary."""
     run_dir = Path(run_dir)
     summary = build_summary(config, rs)
     atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "report.md", _report(summary))
-    if rs.state.is_final:
+    atomic_write_text(run_dir / "report.md", _report(summary, plots=config.report.plots))
+    if rs.state.is_final and config.report.plots:
         _extras(run_dir, config, summary, _points(rs))
     return summary

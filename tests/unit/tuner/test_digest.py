@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import OrderedDict
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tunegate.tuner.digest import canonical_json, digest
+from tunegate.tuner.digest import _checked, canonical_json, digest, normalize
+from tunegate.tuner.journal import encode_record
 
 
 def test_key_order_and_whitespace_do_not_matter() -> None:
@@ -46,3 +51,41 @@ def test_non_string_keys_and_unknown_types_refused() -> None:
 def test_known_digest() -> None:
     # sha256(b'{"a":1}')
     assert digest({"a": 1}) == "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"
+
+
+# The fast path (:func:`tunegate.tuner.digest._plain`) must give exactly what the checked walk
+# gives: journals written before it must keep verifying, decisions keep their hashes.
+LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5),
+                 st.floats(allow_nan=False, allow_infinity=False),
+                 st.integers(-5, 5).map(np.int64), st.floats(-1, 1).map(np.float64))
+TREE = st.recursive(LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(st.text(max_size=4), inner, max_size=4)), max_leaves=30)
+
+
+@given(TREE)
+@settings(max_examples=300, deadline=None)
+def test_the_fast_path_equals_the_checked_walk(value: object) -> None:
+    fast, checked = normalize(value), _checked(value, "$")
+    assert fast == checked
+    assert json.dumps(fast) == json.dumps(checked)  # same types too (1 vs 1.0, -0.0)
+
+
+@given(TREE, st.integers(1, 10**6), st.integers(0, 99), st.text(min_size=1, max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_journal_checksums_match_the_original_formula(value: object, seq: int, epoch: int,
+                                                     type_: str) -> None:
+    data = {"v": value}
+    original = hashlib.sha256(canonical_json(
+        {"seq": seq, "epoch": epoch, "type": type_, "data": data}).encode("ascii")).hexdigest()
+    line = json.loads(encode_record(seq, epoch, type_, data))
+    assert line["crc"] == original[:16]
+
+
+def test_refusals_still_name_the_path_inside_plain_containers() -> None:
+    with pytest.raises(ValueError, match=r"\$\.a\[1\]\.b is nan"):
+        normalize({"a": [1, {"b": math.nan}]})
+    with pytest.raises(ValueError, match=r"\$\.a\[0\] has the non-string key 1"):
+        normalize({"a": [{1: 2}]})
+    with pytest.raises(TypeError, match=r"\$\.a is a set"):
+        normalize({"a": {1}})

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["atomic", "digest", "lease"]
+MODULES = ["atomic", "deciders", "digest", "lease", "states"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,198 @@
+"""The pure deciders behind the proposer and early stopping, and the config that steers them.
+
+Specifications: the run's budget chooses the proposer (a small one the layered sweep, a large one
+Bayesian optimisation) and the recorded version tells such decisions apart from older logs;
+recorded ``tell`` events pass their metric means to the proposer (old events without them still
+replay); ``early_stop`` applies ASHA's rule and says why in words; ``[search]`` validates with
+errors naming the field; a snapshot written before ``first_scores`` existed still loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunegate.errors import ConfigError
+from tunegate.search.proposer import BaseProposer
+from tunegate.search.selection import min_bo_budget
+from tunegate.tuner import deciders
+from tunegate.tuner.config import TuneConfig, load_config
+from tunegate.tuner.decisions import DecisionLog, replay_decisions
+from tunegate.tuner.runstate import RunState
+
+SPACE = [
+    {"name": "max_num_seqs", "kind": "log_int", "layer": "memory_concurrency",
+     "low": 4, "high": 64, "default": 8},
+    {"name": "enforce_eager", "kind": "bool", "layer": "features", "default": True},
+]
+
+
+def config_json(budget: int, **extra: Any) -> dict[str, Any]:
+    return TuneConfig.model_validate({
+        "run": {"budget": budget, "seed": 1},
+        "workload": {"dataset": "synthetic", "num_requests": 4, "input_tokens": "8",
+                     "output_tokens": "4", "concurrency": 1},
+        "space": SPACE, **extra}).to_json()
+
+
+HISTORY: list[dict[str, Any]] = [
+    {"op": "register", "config": {"max_num_seqs": 8, "enforce_eager": True},
+     "reason": "baseline"},
+    {"op": "tell", "trial": 0, "value": 100.0, "kept": True,
+     "values": {"output_throughput": 100.0}},
+]
+
+
+# ---- the proposer: the budget chooses it ------------------------------------------------------
+def test_a_small_budget_gets_the_layered_sweep() -> None:
+    out = deciders.propose({"config": config_json(4), "history": HISTORY}, 1)
+    assert out["proposer"] == "layered_sweep" and out["reason"].startswith("sweep:")
+    assert out["trial"] == 1
+
+
+def test_a_large_budget_gets_bayesian_optimisation() -> None:
+    space = TuneConfig.model_validate(config_json(4)).search_space()
+    out = deciders.propose({"config": config_json(min_bo_budget(space)), "history": HISTORY}, 1)
+    assert out["proposer"] == "bayes"
+
+
+def test_the_pinned_budget_chooses_over_the_configs() -> None:
+    large = config_json(40)
+    assert deciders.propose({"config": large, "history": HISTORY, "budget": 4}, 1)[
+        "proposer"] == "layered_sweep"
+    # None: a run from before the budget chose the proposer; those were all BO
+    assert deciders.propose({"config": config_json(4), "history": HISTORY, "budget": None}, 1)[
+        "proposer"] == "bayes"
+
+
+def test_proposals_replay_identically() -> None:
+    inputs = {"config": config_json(4), "history": HISTORY}
+    assert deciders.propose(inputs, 1) == deciders.propose(inputs, 1)
+
+
+def test_the_proposer_version_tells_old_logs_apart(tmp_path: Path) -> None:
+    version, _ = deciders.REGISTRY["proposer"]
+    assert version == deciders.PROPOSER_VERSION == "select_proposer/2"
+    path = tmp_path / "decisions.jsonl"
+    inputs = {"config": config_json(4), "history": HISTORY}
+    log = DecisionLog.open(path)
+    log.record("proposal", "proposer", "sobol_local/1", inputs=inputs,
+               outputs=deciders.propose(inputs, 1), latency_ms=0.0, seed=1)
+    log.record("proposal", "proposer", version, inputs=inputs,
+               outputs=deciders.propose(inputs, 1), latency_ms=0.0, seed=1)
+    log.close()
+    [old] = replay_decisions(path, deciders.REGISTRY)
+    assert old.decision_id == "d1" and "recorded by version sobol_local/1" in old.reason
+
+
+class Recorder(BaseProposer):
+    """Records what replay tells it."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        super().__init__(TuneConfig.model_validate(config_json(4)).search_space())
+        self.tells: list[tuple[int, float | None, bool, Mapping[str, float] | None]] = []
+
+    def _next_point(self) -> tuple[tuple[float, ...], str]:
+        return (0.5,) * self.space.dims, "fixed"
+
+    def tell(self, trial: int, value: float | None, *, kept: bool = False,
+             values: Mapping[str, float] | None = None) -> None:
+        self.tells.append((trial, value, kept, values))
+        super().tell(trial, value, kept=kept, values=values)
+
+
+def test_replayed_tells_carry_their_metric_values() -> None:
+    proposer = Recorder()
+    deciders.replay_history(proposer, [
+        *HISTORY, {"op": "ask"},
+        {"op": "tell", "trial": 1, "value": None, "values": None},  # failed to start
+        {"op": "ask"},
+        {"op": "tell", "trial": 2, "value": 90.0},  # a journal from before values
+    ])
+    assert proposer.tells == [(0, 100.0, True, {"output_throughput": 100.0}),
+                              (1, None, False, None), (2, 90.0, False, None)]
+    assert dict(proposer.observations[0].values) == {"output_throughput": 100.0}
+
+
+# ---- early stopping -----------------------------------------------------------------------------
+def stop(score: float | None, earlier: list[float], *, eta: int = 3, min_seen: int = 3,
+         metric: str = "output_throughput", direction: str = "higher") -> dict[str, Any]:
+    return deciders.early_stop({"trial": 5, "score": score, "earlier": earlier, "eta": eta,
+                                "min_seen": min_seen, "metric": metric,
+                                "direction": direction}, 0)
+
+
+def test_a_candidate_below_the_top_third_stops_with_its_reason() -> None:
+    out = stop(900.0, [1000.0, 1100.0, 1050.0, 980.0, 1020.0, 990.0, 1005.0, 1010.0])
+    assert out == {"stop": True, "reason": "output_throughput 900 after 1 repeat is below the "
+                   "top 1/3 of 9 configs measured so far (rank 9 of 9)"}
+
+
+def test_a_candidate_in_the_top_third_continues() -> None:
+    out = stop(1200.0, [1000.0, 1100.0, 1050.0])
+    assert out["stop"] is False and "within the top 1/3 of 4 configs (rank 1 of 4)" in out["reason"]
+
+
+def test_nothing_stops_before_min_seen_configs_were_measured() -> None:
+    out = stop(1.0, [1000.0, 1100.0])
+    assert out["stop"] is False
+    assert "only 2 configs measured at 1 repeat so far, 3 needed" in out["reason"]
+    assert stop(1.0, [1000.0], min_seen=1)["stop"] is True
+
+
+def test_eta_sets_how_many_continue() -> None:
+    earlier = [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert stop(35.0, earlier, eta=2)["stop"] is False  # top half of 6
+    assert stop(35.0, earlier, eta=3)["stop"] is True  # not in the top third
+    assert "top 1/2" in stop(5.0, earlier, eta=2)["reason"]
+
+
+def test_lower_is_better_metrics_are_ranked_on_the_sign_adjusted_score() -> None:
+    # mean_e2el_ms 900 (score -900) is the slowest of four: stopped; shown in milliseconds
+    out = stop(-900.0, [-500.0, -550.0, -600.0], metric="mean_e2el_ms", direction="lower")
+    assert out["stop"] is True and out["reason"].startswith("mean_e2el_ms 900 after 1 repeat")
+    assert stop(-400.0, [-500.0, -550.0, -600.0], direction="lower")["stop"] is False
+
+
+def test_no_value_always_stops() -> None:
+    assert stop(None, []) == {"stop": True, "reason": "no output_throughput value after 1 repeat"}
+
+
+def test_early_stop_is_registered_for_replay() -> None:
+    assert deciders.REGISTRY["early_stop"] == ("1", deciders.early_stop)
+
+
+# ---- config and run state -----------------------------------------------------------------------
+def test_search_and_report_defaults() -> None:
+    config = TuneConfig.model_validate(config_json(4))
+    assert (config.search.early_stopping, config.search.eta, config.search.min_seen) == (
+        True, 3, 3)
+    assert config.report.plots is True
+
+
+@pytest.mark.parametrize(("toml", "field"), [
+    ("[search]\neta = 1\n", "search.eta"),
+    ("[search]\nmin_seen = 0\n", "search.min_seen"),
+    ("[search]\nearly_stopping = \"sometimes\"\n", "search.early_stopping"),
+    ("[search]\netaa = 3\n", "search.etaa"),
+    ("[report]\nplots = 2\n", "report.plots"),
+])
+def test_search_and_report_errors_name_the_field(tmp_path: Path, toml: str, field: str) -> None:
+    path = tmp_path / "tune.toml"
+    path.write_text('[workload]\ndataset = "synthetic"\nnum_requests = 4\ninput_tokens = "8"\n'
+                    'output_tokens = "4"\nconcurrency = 1\n' + toml, encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"tune\.toml: {field}: "):
+        load_config(path)
+
+
+def test_a_snapshot_from_before_first_scores_loads() -> None:
+    old = RunState(trials=3).to_json()
+    del old["first_scores"]
+    assert RunState.from_json(old).first_scores == {}
+    assert RunState.from_json(RunState(first_scores={"0": 1.5}).to_json()).first_scores == {
+        "0": 1.5}
