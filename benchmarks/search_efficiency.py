@@ -4,13 +4,25 @@ Optuna TPE, side by side on simulator scenarios with a known noise-free optimum.
     .venv/bin/python benchmarks/search_efficiency.py [--json] [--seeds 10] [--budget 30]
 
 Each evaluation runs a small workload (200 requests, all sent at once, on the virtual clock)
-*with* noise; the search sees only noisy values. The recommended config is then judged noise-free.
+*with* noise; the search sees only noisy values. The recommended config is then judged on its
+true value, which the search never sees.
 
 * Single objective: goodput (requests/s meeting TTFT <= 3 s and TPOT <= 40 ms per request, an
-  interior optimum over max_num_seqs) subject to an aggregate SLO on mean TPOT. The "true
-  optimum" is the best noise-free value of a dense enumeration of the space, refined around its
-  best points (and of every config any method recommended, should one beat it). Score: the
-  recommended config's noise-free goodput / that optimum; 0 when it misses the SLO noise-free.
+  interior optimum over max_num_seqs) subject to an aggregate SLO on mean TPOT. A config's true
+  value is its *expected* goodput: the mean of ``JUDGE_REPEATS`` noisy runs on seeds the search
+  never uses. Not the simulator's noise-free run: goodput counts requests just inside a
+  threshold, so the engine's trajectory is chaotic and the one noise-free trajectory is a lucky
+  or unlucky draw, not the mean (h200-70b, max_num_seqs 64, 11264 batched tokens: noise-free
+  1.087 req/s, mean of 12 noisy runs 0.985; the same config at 8192 tokens: 1.008 and 0.999).
+  Judged noise-free, the "optimum" was a spike no measurement could reproduce. The smooth
+  metrics (throughput, TPOT, TTFT) agree noise-free and in the mean within 1%.
+  The "true optimum" is found in three stages: the dense noise-free enumeration, refined around
+  its best points, screens the space; the ``SCREEN`` best screened configs and the neighbours
+  of the three best of those are judged in expectation; the ``FINALISTS`` best are judged again
+  with ``OPTIMUM_REPEATS`` runs (so the reference is not itself a winner's-curse maximum).
+  Score: the recommended config's expected goodput / that optimum (or the best any method
+  recommended, should one beat it); 0 when it misses the SLO in expectation. The noise-free
+  score is printed too, for comparison with earlier runs.
 * Two objectives: output throughput (higher) and mean TPOT (lower) subject to p99 TTFT; score:
   hypervolume of the delivered front (judged noise-free, SLO-meeting points only) / hypervolume
   of the enumeration's front, the same reference point for both.
@@ -100,8 +112,19 @@ PROBLEMS = {
                         {**_ENUM, "tensor_parallel_size": [1, 2, 4, 8]}),
 }
 
+JUDGE_REPEATS = 16
+"""Noisy runs whose mean is a recommended config's true value."""
+SCREEN = 150
+"""Configs of the noise-free screen judged in expectation when finding the true optimum."""
+FINALISTS = 10
+OPTIMUM_REPEATS = 64
+"""Noisy runs for each finalist of the true optimum (standard error ~1% of goodput)."""
+JUDGE_SEED = 100_000
+"""Judging draws seeds from here up; the search uses seeds 0..seeds-1."""
+
 _WORKLOAD: list[Any] = []
 _TRUTH: dict[str, dict[str, float] | None] = {}
+_EXPECTED: dict[tuple[str, int], dict[str, float] | None] = {}
 
 
 def _workload() -> Any:
@@ -134,8 +157,24 @@ def judge(problem: Problem, config: Config) -> dict[str, float] | None:
     return _TRUTH[key]
 
 
+def expected(problem: Problem, config: Config, repeats: int = JUDGE_REPEATS
+             ) -> dict[str, float] | None:
+    """Mean metrics of ``repeats`` noisy runs on judge-only seeds (memoised); ``None`` when the
+    engine fails to start."""
+    key = (_key(problem, config), repeats)
+    if key not in _EXPECTED:
+        runs = [measure(problem, config, noise=True, seed=JUDGE_SEED + i) for i in range(repeats)]
+        _EXPECTED[key] = (None if any(r is None for r in runs) else
+                          {m: float(np.mean([r[m] for r in runs if r])) for m in METRICS})
+    return _EXPECTED[key]
+
+
 def _judge_job(args: tuple[str, Config]) -> tuple[Config, dict[str, float] | None]:
     return args[1], judge(PROBLEMS[args[0]], args[1])
+
+
+def _expected_job(args: tuple[str, Config, int]) -> tuple[Config, dict[str, float] | None]:
+    return args[1], expected(PROBLEMS[args[0]], args[1], args[2])
 
 
 def _enumeration(problem: Problem, workers: int) -> list[tuple[Config, dict[str, float] | None]]:
@@ -194,12 +233,50 @@ def _moves(config: Config) -> list[Config]:
     return out
 
 
-def enumerate_optimum(problem: Problem, workers: int) -> dict[str, Any]:
-    """The best noise-free goodput meeting the SLO, and its config."""
-    done = _enumeration(problem, workers)
+def _best(problem: Problem, done: list[tuple[Config, dict[str, float] | None]],
+          count: int) -> list[tuple[Config, dict[str, float]]]:
     feasible = [(c, v) for c, v in done if v is not None and problem.slo.satisfied(v)]
-    config, values = max(feasible, key=lambda d: d[1]["request_goodput"])
-    return {"value": values["request_goodput"], "config": config, "evaluated": len(done)}
+    return sorted(feasible, key=lambda d: -d[1]["request_goodput"])[:count]
+
+
+def enumerate_optimum(problem: Problem, workers: int) -> dict[str, Any]:
+    """The best expected goodput meeting the SLO in expectation, and its config (cached on disk;
+    the stages are in the module docstring)."""
+    done = _enumeration(problem, workers)
+    noise_free = _best(problem, done, 1)[0][1]["request_goodput"]
+    stable = (problem.name, JUDGE_REPEATS, SCREEN, FINALISTS, OPTIMUM_REPEATS, JUDGE_SEED,
+              hashlib.sha256(json.dumps(done).encode()).hexdigest())
+    fingerprint = hashlib.sha256(repr(stable).encode()).hexdigest()[:12]
+    path = CACHE / f"{problem.name}-expected-{fingerprint}.json"
+    if path.exists():
+        cached: dict[str, Any] = json.loads(path.read_text())
+        _EXPECTED.update({(_key(problem, c), OPTIMUM_REPEATS): v for c, v in cached["finalists"]})
+        return cached["optimum"]
+    loose = OutcomeConstraint(problem.slo.metric, problem.slo.op, problem.slo.bound * 1.05
+                              if problem.slo.op == "<=" else problem.slo.bound * 0.95)
+    screened = sorted((d for d in done if d[1] is not None and loose.satisfied(d[1])),
+                      key=lambda d: -d[1]["request_goodput"])[:SCREEN]  # type: ignore[index]
+    with Pool(workers) as pool:
+        stage = pool.map(_expected_job, [(problem.name, c, JUDGE_REPEATS) for c, _ in screened],
+                         chunksize=4)
+        seen = {json.dumps(c, sort_keys=True) for c, _ in stage}
+        fresh: dict[str, Config] = {}
+        for config, _ in _best(problem, stage, 3):
+            for move in _moves(config):
+                repaired = problem.space.repair(move)
+                key = json.dumps(repaired, sort_keys=True)
+                if repaired is not None and key not in seen:
+                    fresh[key] = repaired
+        stage += pool.map(_expected_job, [(problem.name, c, JUDGE_REPEATS)
+                                          for c in fresh.values()], chunksize=4)
+        finalists = pool.map(_expected_job, [(problem.name, c, OPTIMUM_REPEATS)
+                                             for c, _ in _best(problem, stage, FINALISTS)])
+    config, values = _best(problem, finalists, 1)[0]
+    optimum = {"value": values["request_goodput"], "config": config,
+               "evaluated": len(done) + len(stage), "noise_free_value": noise_free}
+    path.write_text(json.dumps({"optimum": optimum, "finalists": finalists}))
+    _EXPECTED.update({(_key(problem, c), OPTIMUM_REPEATS): v for c, v in finalists})
+    return optimum
 
 
 def _mo_point(v: dict[str, float]) -> list[float]:
@@ -329,6 +406,8 @@ def time_mo_proposal(problem: Problem, observations: int = 50) -> float:
 
 
 METHODS = ("tunegate", "random", "grid", "tpe")
+Scores = dict[str, dict[str, list[float]]]
+"""method -> scenario -> one score per seed."""
 
 
 def _job(args: tuple[str, str, int, int, str]) -> dict[str, Any]:
@@ -355,6 +434,48 @@ def _hv_ratio(problem: Problem, configs: list[dict[str, Any]],
     return hv / front["hv"], violations
 
 
+def _score_single(results: list[dict[str, Any]], optimum: dict[str, dict[str, Any]],
+                  names: list[str], workers: int) -> tuple[Scores, Scores, dict[str, int]]:
+    """Each single-objective recommendation's fraction of the optimum, in expectation and
+    noise-free, and how many recommendations missed the SLO in expectation (scored 0).
+
+    A recommendation whose expected goodput beats the optimum is judged again with
+    ``OPTIMUM_REPEATS`` runs before it may raise the optimum, so one lucky estimate does not
+    lower everybody's score."""
+    single = [r for r in results if r["mode"] == "single"]
+    todo = [(r["problem"], r["delivered"], JUDGE_REPEATS) for r in single
+            if r["delivered"] is not None]
+    with Pool(workers) as pool:
+        for (name, config, repeats), (_, value) in zip(todo, pool.map(_expected_job, todo),
+                                                        strict=True):
+            _EXPECTED[(_key(PROBLEMS[name], config), repeats)] = value
+    noise_free_best = {n: optimum[n]["noise_free_value"] for n in names}
+    violations = dict.fromkeys(METHODS, 0)
+    for r in single:
+        problem, config = PROBLEMS[r["problem"]], r["delivered"]
+        truth = expected(problem, config) if config is not None else None
+        ok = truth is not None and problem.slo.satisfied(truth)
+        violations[r["method"]] += 0 if ok else 1
+        r["goodput"] = truth["request_goodput"] if ok and truth else 0.0
+        if r["goodput"] > optimum[r["problem"]]["value"]:
+            again = expected(problem, config, OPTIMUM_REPEATS)
+            if again is not None and problem.slo.satisfied(again):
+                optimum[r["problem"]]["value"] = max(optimum[r["problem"]]["value"],
+                                                     again["request_goodput"])
+        plain = judge(problem, config) if config is not None else None
+        r["goodput_noise_free"] = (plain["request_goodput"]
+                                   if plain and problem.slo.satisfied(plain) else 0.0)
+        noise_free_best[r["problem"]] = max(noise_free_best[r["problem"]],
+                                            r["goodput_noise_free"])
+    fractions: Scores = {m: {n: [] for n in names} for m in METHODS}
+    nf_fractions: Scores = {m: {n: [] for n in names} for m in METHODS}
+    for r in single:
+        fractions[r["method"]][r["problem"]].append(r["goodput"] / optimum[r["problem"]]["value"])
+        nf_fractions[r["method"]][r["problem"]].append(r["goodput_noise_free"]
+                                                       / noise_free_best[r["problem"]])
+    return fractions, nf_fractions, violations
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
@@ -364,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default=",".join(PROBLEMS))
     parser.add_argument("--no-mo", action="store_true", help="skip the two-objective part")
     parser.add_argument("--out", help="write every run's delivery and score to this JSON file")
+    parser.add_argument("--rejudge", metavar="FILE",
+                        help="score the deliveries saved by an earlier --out instead of searching")
     args = parser.parse_args(argv)
     say = (lambda *a: None) if args.json else print
     t_start = time.perf_counter()
@@ -377,46 +500,40 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_mo:
         jobs += [(m, n, s, args.budget, "multi") for n in names for s in range(args.seeds)
                  for m in METHODS]
-    with Pool(args.workers, maxtasksperchild=8) as pool:
-        results = list(pool.imap_unordered(_job, jobs))
-    fractions: dict[str, dict[str, list[float]]] = {m: {n: [] for n in names} for m in METHODS}
+    if args.rejudge:
+        results = [r for r in json.loads(Path(args.rejudge).read_text())
+                   if r["problem"] in names and not (args.no_mo and r["mode"] == "multi")]
+    else:
+        with Pool(args.workers, maxtasksperchild=8) as pool:
+            results = list(pool.imap_unordered(_job, jobs))
+    fractions, nf_fractions, violations = _score_single(results, optimum, names, args.workers)
     ratios: dict[str, list[float]] = {m: [] for m in METHODS}
-    violations = dict.fromkeys(METHODS, 0)
     front_misses = dict.fromkeys(METHODS, 0)
     seconds = dict.fromkeys(METHODS, 0.0)
-    judged: list[tuple[dict[str, Any], float]] = []
     for r in results:
-        problem = PROBLEMS[r["problem"]]
         seconds[r["method"]] += r["seconds"]
-        if r["mode"] == "single":
-            config = r["delivered"]
-            truth = judge(problem, config) if config is not None else None
-            ok = truth is not None and problem.slo.satisfied(truth)
-            violations[r["method"]] += 0 if ok else 1
-            value = truth["request_goodput"] if ok and truth else 0.0
-            judged.append((r, value))
-            r["goodput"] = value
-            optimum[r["problem"]]["value"] = max(optimum[r["problem"]]["value"], value)
-        else:
-            ratio, missed = _hv_ratio(problem, r["delivered"], fronts[r["problem"]])
+        if r["mode"] == "multi":
+            ratio, missed = _hv_ratio(PROBLEMS[r["problem"]], r["delivered"],
+                                      fronts[r["problem"]])
             ratios[r["method"]].append(ratio)
             front_misses[r["method"]] += missed
             r["hv_ratio"] = ratio
-    for r, value in judged:
-        fractions[r["method"]][r["problem"]].append(value / optimum[r["problem"]]["value"])
-    say(f"\nbudget {args.budget} evaluations, {args.seeds} seeds, noise on, judged noise-free")
+    say(f"\nbudget {args.budget} evaluations, {args.seeds} seeds, noise on, judged in "
+        f"expectation ({JUDGE_REPEATS} noisy runs each; noise-free in brackets)")
     for name in names:
-        say(f"\n{name}: true optimum goodput {optimum[name]['value']:.3f} req/s at "
+        say(f"\n{name}: true optimum goodput {optimum[name]['value']:.3f} req/s expected "
+            f"(noise-free enumeration's best {optimum[name]['noise_free_value']:.3f}) at "
             f"{optimum[name]['config']} (SLO {PROBLEMS[name].slo})")
         for m in METHODS:
-            f = fractions[m][name]
-            say(f"  {m:9s} median {np.median(f):.3f}  min {np.min(f):.3f}  max {np.max(f):.3f}")
+            f, g = fractions[m][name], nf_fractions[m][name]
+            say(f"  {m:9s} median {np.median(f):.3f}  min {np.min(f):.3f}  max {np.max(f):.3f}"
+                f"  [noise-free median {np.median(g):.3f}]")
     medians = {m: float(np.median([x for n in names for x in fractions[m][n]])) for m in METHODS}
     say("\nall scenarios: " + "  ".join(f"{m} {v:.3f}" for m, v in medians.items()))
     if not args.no_mo:
         say("hypervolume ratio (median): " + "  ".join(
             f"{m} {np.median(ratios[m]):.3f}" for m in METHODS))
-    say("recommended configs missing their SLO noise-free (of "
+    say("recommended configs missing their SLO in expectation (of "
         f"{len(names) * args.seeds} per method): {violations}")
     if not args.no_mo:
         say(f"delivered front points missing the SLO noise-free: {front_misses}")
@@ -429,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     out["hv_ratio"] = {m: round(float(np.median(ratios[m])), 4) for m in METHODS if ratios[m]}
     out["per_scenario"] = {n: {m: round(float(np.median(fractions[m][n])), 4) for m in METHODS}
                            for n in names}
+    out["noise_free"] = {m: round(float(np.median([x for n in names
+                                                   for x in nf_fractions[m][n]])), 4)
+                         for m in METHODS}
     out["slo_misses"] = violations
     out["front_slo_misses"] = front_misses
     out["loadavg_end"] = round(os.getloadavg()[0], 2)
