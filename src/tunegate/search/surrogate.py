@@ -2,8 +2,10 @@
 for torch.
 
 * :func:`fit_outcomes`: one ``SingleTaskGP`` over ``[0, 1]^d`` with an independent output per
-  modelled metric (objectives first, then SLO metrics), outcomes standardised, a Matern-5/2
-  kernel with ARD and an inferred homoskedastic noise level (the search sees noisy values).
+  modelled metric (objectives first, then SLO metrics), outcomes standardised, BoTorch's
+  default kernel (RBF with one lengthscale per dimension under a dimension-scaled log-normal
+  prior, since BoTorch 0.12) and an inferred homoskedastic noise level (the search sees noisy
+  values).
 * :class:`FeasibilityModel`: configs that failed to start are data. A GP regression on the
   start outcome (1 = started, 0 = failed) gives a smooth probability of starting,
   ``p(x) = Phi((mu(x) - 1/2) / sqrt(var(x) + 1/16))``: near 1 close to configs that started,
