@@ -15,7 +15,7 @@ true value, which the search never sees.
   or unlucky draw, not the mean (h200-70b, max_num_seqs 64, 11264 batched tokens: noise-free
   1.087 req/s, mean of 12 noisy runs 0.985; the same config at 8192 tokens: 1.008 and 0.999).
   Judged noise-free, the "optimum" was a spike no measurement could reproduce. The smooth
-  metrics (throughput, TPOT, TTFT) agree noise-free and in the mean within 1%.
+  metrics (throughput, TPOT, TTFT) agree noise-free and in the mean within about 1%.
   The "true optimum" is found in three stages: the dense noise-free enumeration, refined around
   its best points, screens the space; the ``SCREEN`` best screened configs and the neighbours
   of the three best of those are judged in expectation; the ``FINALISTS`` best are judged again
@@ -476,6 +476,20 @@ def _score_single(results: list[dict[str, Any]], optimum: dict[str, dict[str, An
     return fractions, nf_fractions, violations
 
 
+def _load_saved(parser: argparse.ArgumentParser, path: str) -> list[dict[str, Any]]:
+    """The runs an earlier ``--out`` wrote; a clear usage error (exit 2) otherwise."""
+    try:
+        runs = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        parser.error(f"--rejudge {path}: cannot read it as JSON ({exc})")
+    keys = {"method", "problem", "seed", "mode", "delivered", "seconds"}
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and keys <= set(r)
+                                             for r in runs):
+        parser.error(f"--rejudge {path}: not a file written by --out (a list of runs with "
+                     f"{', '.join(sorted(keys))})")
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
@@ -491,6 +505,11 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda *a: None) if args.json else print
     t_start = time.perf_counter()
     names = args.problems.split(",")
+    unknown = [n for n in names if n not in PROBLEMS]
+    if unknown:
+        parser.error(f"--problems: unknown {', '.join(unknown)}; choose from "
+                     f"{', '.join(PROBLEMS)}")
+    saved = _load_saved(parser, args.rejudge) if args.rejudge else []
     optimum = {name: enumerate_optimum(PROBLEMS[name], workers=args.workers) for name in names}
     fronts = ({} if args.no_mo else
               {name: enumerate_front(PROBLEMS[name], workers=args.workers) for name in names})
@@ -501,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs += [(m, n, s, args.budget, "multi") for n in names for s in range(args.seeds)
                  for m in METHODS]
     if args.rejudge:
-        results = [r for r in json.loads(Path(args.rejudge).read_text())
+        results = [r for r in saved
                    if r["problem"] in names and not (args.no_mo and r["mode"] == "multi")]
     else:
         with Pool(args.workers, maxtasksperchild=8) as pool:

@@ -106,28 +106,18 @@ def test_invalid_toml_names_the_line(cli: Run, tmp_path: Path) -> None:
     assert "bad.toml: invalid TOML" in err and "line 3" in err
 
 
-def test_an_unknown_field_is_named(cli: Run, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda c: c.replace("budget = 3", "budgett = 3"), ["budgett"]),
+    (lambda c: c.replace("budget = 3", "budget = 0"), ["budget"]),
+    (lambda c: c + "\n[search]\nearly_stopping = true\neta = 1\n", ["search.eta", "(got 1)"]),
+], ids=["unknown-field", "invalid-value", "invalid-search-setting"])
+def test_a_bad_field_is_named(cli: Run, tmp_path: Path, change: Callable[[str], str],
+                              named: list[str]) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text(CONFIG.replace("budget = 3", "budgett = 3"), encoding="utf-8")
+    bad.write_text(change(CONFIG), encoding="utf-8")
     code, _, err = cli("tune", "--config", str(bad))
     assert code == 2 and no_traceback(err)
-    assert "budgett" in err
-
-
-def test_an_invalid_value_is_named(cli: Run, tmp_path: Path) -> None:
-    bad = tmp_path / "bad.toml"
-    bad.write_text(CONFIG.replace("budget = 3", "budget = 0"), encoding="utf-8")
-    code, _, err = cli("tune", "--config", str(bad))
-    assert code == 2 and no_traceback(err)
-    assert "budget" in err
-
-
-def test_an_invalid_search_setting_is_named(cli: Run, tmp_path: Path) -> None:
-    bad = tmp_path / "bad.toml"
-    bad.write_text(CONFIG + "\n[search]\nearly_stopping = true\neta = 1\n", encoding="utf-8")
-    code, _, err = cli("tune", "--config", str(bad))
-    assert code == 2 and no_traceback(err)
-    assert "search.eta" in err and "(got 1)" in err
+    assert all(text in err for text in named), err
 
 
 def test_a_bad_slo_and_too_many_objectives_are_named(cli: Run, tmp_path: Path) -> None:

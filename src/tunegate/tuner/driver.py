@@ -677,6 +677,18 @@ class Tuner:
         rs.candidate = None
         return Event.DRIFT if self._drifted() else Event.OK
 
+    def _restore_kept(self) -> bool:
+        """Restart the kept config (itself the fallback); whether it came back."""
+        kept = self.rs.kept
+        assert kept is not None
+        outcome = restart(self.adapter, self._server_config(kept),
+                          fallback_config=self._server_config(kept),
+                          log_dir=self.run_dir / "logs", current=self.handle,
+                          budget=self.config.server.startup_budget_s)
+        self.handle = outcome.handle
+        self._serving(kept if outcome.ok else None)
+        return outcome.ok
+
     def _rollback(self) -> Event:
         rs = self.rs
         assert rs.kept is not None
@@ -695,13 +707,7 @@ class Tuner:
                 self._record_abnormal()
                 return Event.SECOND_START_FAILED
         else:
-            outcome = restart(self.adapter, self._server_config(rs.kept),
-                              fallback_config=self._server_config(rs.kept),
-                              log_dir=self.run_dir / "logs", current=self.handle,
-                              budget=self.config.server.startup_budget_s)
-            self.handle = outcome.handle
-            self._serving(rs.kept if outcome.ok else None)
-            if not outcome.ok:
+            if not self._restore_kept():
                 rs.reason = "rolling back to the kept config failed"
                 self._record_abnormal()
                 return Event.ROLLBACK_FAILED
@@ -763,14 +769,9 @@ class Tuner:
         rs = self.rs
         if (rs.state is State.ABORTED and rs.kept is not None and self.serving is not None
                 and self.serving != rs.kept):
-            outcome = restart(self.adapter, self._server_config(rs.kept),
-                              fallback_config=self._server_config(rs.kept),
-                              log_dir=self.run_dir / "logs", current=self.handle,
-                              budget=self.config.server.startup_budget_s)
-            self.handle = outcome.handle
-            self._serving(rs.kept if outcome.ok else None)
             rs.story.append("aborted while a candidate ran: the kept config was restored"
-                            if outcome.ok else "aborted; restoring the kept config failed")
+                            if self._restore_kept() else
+                            "aborted; restoring the kept config failed")
         if isinstance(self.adapter, VirtualSimulator) and self.handle is not None:
             self.adapter.stop(self.handle)
         line = f"{rs.state.value}: {rs.reason}" if rs.reason else rs.state.value
