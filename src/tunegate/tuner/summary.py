@@ -11,9 +11,10 @@ configs that met them all. A config whose measured means miss a configured SLO i
 recommended, the kept one included (``recommendation.kept_missed_slos``); the report names the
 SLO each front config missed. Failed starts are evaluated configs too.
 ``study.db`` is the Optuna mirror of the trials (:mod:`tunegate.search.storage`); ``pareto.png``
-the plot; ``[report] plots = false`` skips both (they cost about a second per run). Proposals
-stopped early (after one repeat) are not in the delivery: their one repeat is a cheaper
-fidelity than the full repeats the front compares; ``search.early_stopping`` lists them.
+the plot; ``[report] plots = false`` skips both (matplotlib and Optuna are the slowest part of
+a short run's end). Proposals stopped early (after one repeat) are not in the delivery: their
+one repeat is a cheaper fidelity than the full repeats the front compares;
+``search.early_stopping`` lists them.
 Wording: "near-optimal within budget", never "optimal".
 """
 
@@ -308,9 +309,9 @@ def _early_lines(search: dict[str, Any]) -> list[str]:
 
 def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
             points: list[dict[str, Any]]) -> None:
-    """``pareto.png`` and the Optuna study, once per distinct set of trials (they cost ~0.4 s;
-    a resume that changes nothing does not redo them); skipped, with a warning, when the
-    ``search`` extra is not installed."""
+    """``pareto.png`` and the Optuna study, once per distinct set of trials (the slowest part
+    of a short run's end; a resume that changes nothing does not redo them); skipped, with a
+    warning, when the ``search`` extra is not installed."""
     from tunegate.search.plot import plot_pareto
     from tunegate.search.storage import StudyStore
 
