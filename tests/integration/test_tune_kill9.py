@@ -3,7 +3,13 @@
 A small, fast run on the ``simulator-virtual`` adapter (``fast`` scenario, 4 proposals, 2 repeats
 per arm: about 60 journal records in a fraction of a second) is SIGKILLed at seeded random
 delays and continued with ``tunegate tune --resume RUN_DIR`` until it finishes; then the next
-run starts, until at least :data:`KILLS` kill points were taken. Each finished run must show:
+run starts, until at least :data:`KILLS` kill points were taken. The delays are drawn from the
+duration of one uninterrupted run timed first on the same machine, so the kills spread over the
+run's states on a fast machine and on a slow one alike (a fixed window once let nearly every
+kill land in the delivery, whose plot took longer than the whole search). The plots are off:
+they are written after the last transition and would hold most of the run's time; kills in
+that delivery have their own test (``test_kill9_in_the_delivery_leaves_whole_artifacts``).
+Each finished run must show:
 
 - the journal's measurement records have unique, contiguous indices, each one's records file
   exists, and the summary counts exactly that many measurements;
@@ -91,11 +97,14 @@ metric = "output_throughput"
 [gate]
 repeats = 2
 initial_repeats = 2
+
+[report]
+plots = {plots}
 """
 
 
-def write_config(path: Path, requests: int = 16) -> Path:
-    path.write_text(CONFIG.format(requests=requests), encoding="utf-8")
+def write_config(path: Path, requests: int = 16, plots: bool = False) -> Path:
+    path.write_text(CONFIG.format(requests=requests, plots=str(plots).lower()), encoding="utf-8")
     return path
 
 
@@ -185,6 +194,11 @@ def test_kill9_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -> 
     dead_ends: list[str] = []
     t0 = time.monotonic()
     try:
+        timed = forker.run(["tune", "--config", str(config), "--run-dir", str(tmp_path / "timed"),
+                            "--quiet"], 120.0, tmp_path / "locks-timed", tmp_path / "timed.log")
+        assert timed["rc"] == 0, (tmp_path / "timed.log").read_text(encoding="utf-8")[-2000:]
+        totals.update(account(tmp_path / "timed"))
+        window = float(timed["elapsed"])
         while kills < KILLS:
             runs += 1
             run_dir = tmp_path / f"run{runs:03d}"
@@ -196,7 +210,7 @@ def test_kill9_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -> 
                 argv = (["tune", "--config", str(config), "--run-dir", str(run_dir)] if fresh
                         else ["tune", "--resume", str(run_dir)]) + ["--quiet"]
                 # At most 8 kills per run, then let it finish (a slow machine still ends).
-                delay = rng.uniform(0.0, 0.25) if killed_here < 8 else 120.0
+                delay = rng.uniform(0.0, window) if killed_here < 8 else 120.0
                 answer = forker.run(argv, delay, tmp_path / f"locks{attempts:04d}", log)
                 if answer["killed"]:
                     kills += 1
@@ -214,6 +228,7 @@ def test_kill9_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -> 
     finally:
         forker.close()
     figures = {"kill_points": kills, "attempts": attempts, "runs": runs,
+               "uninterrupted_run_s": round(window, 3),
                "finished_runs": runs - len(dead_ends), "dead_ends": len(dead_ends),
                "seconds": round(time.monotonic() - t0, 1), **totals,
                "killed_in_state": dict(sorted(states.items()))}
@@ -222,6 +237,51 @@ def test_kill9_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -> 
     assert kills >= 50
     assert totals["lost"] == 0 and totals["duplicated"] == 0, figures
     assert len(states) >= 5, f"kills should land in many states: {figures}"
+
+
+def study_trials(run_dir: Path) -> list[tuple[Any, ...]]:
+    import optuna
+
+    study = optuna.load_study(study_name="tunegate", storage=f"sqlite:///{run_dir / 'study.db'}")
+    return sorted((t.user_attrs["trial"], sorted(t.params.items()), t.values, t.state.name)
+                  for t in study.get_trials(deepcopy=False))
+
+
+PNG_END = b"IEND\xaeB`\x82"  # a PNG's last chunk: a truncated file does not end with it
+
+
+def test_kill9_in_the_delivery_leaves_whole_artifacts(tmp_path: Path) -> None:
+    """Killed while drawing ``pareto.png`` or filling ``study.db``, a resumed run delivers the
+    same plot and study as a run never killed: no truncated PNG, no trial missing or twice."""
+    config = write_config(tmp_path / "tune.toml", plots=True)
+    rng = random.Random(SEED + 2)
+    forker = Forker()
+    in_delivery = 0
+    try:
+        whole = forker.run(["tune", "--config", str(config), "--run-dir", str(tmp_path / "whole"),
+                            "--quiet"], 120.0, tmp_path / "locks-whole", tmp_path / "whole.log")
+        assert whole["rc"] == 0, (tmp_path / "whole.log").read_text(encoding="utf-8")[-2000:]
+        expected = study_trials(tmp_path / "whole")
+        # The delivery is the run's last and (with plots) longest part: aim the kills at it.
+        for attempt in range(6):
+            run_dir, log = tmp_path / f"run{attempt}", tmp_path / f"run{attempt}.log"
+            argv = ["tune", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]
+            delay = rng.uniform(0.4, 0.95) * float(whole["elapsed"])
+            if forker.run(argv, delay, tmp_path / f"locks{attempt}a", log)["killed"]:
+                in_delivery += last_state(run_dir) == "budget_exhausted"
+                left = run_dir / "pareto.png"  # as the kill left it: none, or a whole one
+                assert not left.exists() or left.read_bytes().endswith(PNG_END), attempt
+                done = forker.run(["tune", "--resume", str(run_dir), "--quiet"], 120.0,
+                                  tmp_path / f"locks{attempt}b", log)
+                assert done["rc"] == 0, log.read_text(encoding="utf-8")[-2000:]
+            image = (run_dir / "pareto.png").read_bytes()
+            assert image[:8] == b"\x89PNG\r\n\x1a\n" and image.endswith(PNG_END), attempt
+            assert study_trials(run_dir) == expected, attempt
+            assert not list(run_dir.glob(".*.tmp")), "a temporary file was left behind"
+    finally:
+        forker.close()
+    print(f"\n{in_delivery} of 6 kills landed in the delivery")
+    assert in_delivery >= 3, f"only {in_delivery} of 6 kills landed in the delivery"
 
 
 def test_kill9_of_python_m_tunegate(tmp_path: Path) -> None:

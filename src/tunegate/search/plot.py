@@ -4,20 +4,22 @@ Every evaluated config is a grey dot, configs that missed an SLO are crosses, th
 front is joined in blue, the knee is a star and the recommendation a ring. With more than two
 objectives the first two are drawn (the report's table has them all); with one objective the
 x axis is the evaluation order.
+
+The plot is returned as PNG bytes rather than saved: the caller writes them atomically, so a
+run killed while drawing never leaves a truncated ``pareto.png`` behind.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_pareto"]
+__all__ = ["pareto_png"]
 
 
-def plot_pareto(path: Path, points: Sequence[Mapping[str, Any]],
-                delivery: Mapping[str, Any]) -> Path:
-    """Draw the delivery's front over all ``points`` into ``path`` (PNG); return ``path``."""
+def pareto_png(points: Sequence[Mapping[str, Any]], delivery: Mapping[str, Any]) -> bytes:
+    """Draw the delivery's front over all ``points``; return the PNG file's bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,7 +71,7 @@ def plot_pareto(path: Path, points: Sequence[Mapping[str, Any]],
     if unique:
         ax.legend(unique.values(), unique.keys(), loc="best", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, format="png")
+    image = io.BytesIO()
+    fig.savefig(image, format="png")
     plt.close(fig)
-    return path
+    return image.getvalue()

@@ -28,7 +28,7 @@ from typing import Any
 
 from tunegate.search.delivery import WORDING, deliver
 from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstraint
-from tunegate.tuner.atomic import atomic_write_json, atomic_write_text
+from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.runstate import RunState
 
@@ -312,7 +312,7 @@ def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
     """``pareto.png`` and the Optuna study, once per distinct set of trials (the slowest part
     of a short run's end; a resume that changes nothing does not redo them); skipped, with a
     warning, when the ``search`` extra is not installed."""
-    from tunegate.search.plot import plot_pareto
+    from tunegate.search.plot import pareto_png
     from tunegate.search.storage import StudyStore
 
     marker = run_dir / ".delivery-artifacts"
@@ -322,8 +322,8 @@ def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
         return
     objectives, _ = _objectives(config)
     try:
-        plot_pareto(run_dir / "pareto.png", points,
-                    {**summary["delivery"], "pareto": summary["pareto"]})
+        atomic_write_bytes(run_dir / "pareto.png", pareto_png(
+            points, {**summary["delivery"], "pareto": summary["pareto"]}))
     except ImportError as exc:  # pragma: no cover - matplotlib is in the search extra
         _LOG.warning("pareto.png not written: %s (pip install 'tunegate[search]')", exc)
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tunegate.search.delivery import deliver
 from tunegate.search.objectives import Objective
-from tunegate.search.plot import plot_pareto
+from tunegate.search.plot import pareto_png
 from tunegate.search.space import Layer, Param, SearchSpace
 from tunegate.search.storage import STUDY_FILE, StudyStore
 
@@ -15,6 +15,7 @@ SPACE = SearchSpace.of([
     Param("eager", "bool", Layer.FEATURES, default=False),
 ])
 OBJECTIVES = [Objective("throughput"), Objective("latency", "lower")]
+PNG_END = b"IEND\xaeB`\x82"  # a PNG's last chunk: a truncated file does not end with it
 TRIALS = [
     {"trial": 0, "params": {"seqs": 256, "eager": False}, "values": {"throughput": 2.0,
                                                                      "latency": 3.0}},
@@ -39,9 +40,8 @@ def test_study_resumes_and_never_duplicates(tmp_path: Path) -> None:
     assert directions == ["MAXIMIZE", "MINIMIZE"]
 
 
-def test_pareto_plot_is_a_png(tmp_path: Path) -> None:
-    delivery = deliver(TRIALS, OBJECTIVES)
-    path = plot_pareto(tmp_path / "pareto.png", TRIALS, delivery)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    single = deliver(TRIALS, OBJECTIVES[:1])
-    assert plot_pareto(tmp_path / "one.png", TRIALS, single).stat().st_size > 1000
+def test_pareto_plot_is_a_whole_png() -> None:
+    image = pareto_png(TRIALS, deliver(TRIALS, OBJECTIVES))
+    assert image[:8] == b"\x89PNG\r\n\x1a\n" and image.endswith(PNG_END)
+    single = pareto_png(TRIALS, deliver(TRIALS, OBJECTIVES[:1]))
+    assert len(single) > 1000 and single.endswith(PNG_END)
