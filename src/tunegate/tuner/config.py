@@ -161,8 +161,9 @@ class SearchSection(_Strict):
 
     ``slos``: absolute limits on measured means (``"p99_ttft_ms <= 3000"``,
     :func:`~tunegate.search.objectives.parse_outcome_constraint`). Bayesian optimisation models
-    each SLO's metric and only rewards configs likely to meet it; the delivery never recommends
-    a config whose measured means miss one (the report names the SLO it missed).
+    each SLO's metric and only rewards configs likely to meet it; the tuner does not keep a
+    candidate that misses an SLO the kept config meets (the ``slo_guard`` decider); the delivery
+    never recommends a config whose measured means miss one (the report names the SLO it missed).
 
     ``objectives``: extra objectives for a multi-objective search, ``"METRIC:higher"`` or
     ``"METRIC:lower"``, after the ``[objective]`` metric (always the first and the priority);

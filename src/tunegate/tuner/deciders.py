@@ -13,6 +13,7 @@ Components (the replay registry, name -> version, function):
   strategy, :func:`tunegate.search.selection.select_proposer`).
 * ``early_stop``: whether a candidate stops after its first repeat (ASHA's rule).
 * ``gate``: ACCEPT / REJECT / INCONCLUSIVE from the repeats (:mod:`tunegate.stats.gate`).
+* ``slo_guard``: whether a candidate the gate accepted may be kept under ``[search] slos``.
 * ``keep_or_rollback``: what the verdict means for the running config.
 """
 
@@ -22,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tunegate.search.fidelity import AsyncHalving
-from tunegate.search.objectives import Objective, OutcomeConstraint
+from tunegate.search.objectives import Objective, OutcomeConstraint, parse_outcome_constraint
 from tunegate.search.proposer import BaseProposer
 from tunegate.search.selection import select_proposer
 from tunegate.search.space import Light, SearchSpace
@@ -32,7 +33,7 @@ from tunegate.stats.threshold import ThresholdPolicy
 from tunegate.tuner.config import TuneConfig
 
 __all__ = ["PROPOSER_VERSION", "REGISTRY", "REMEDIES", "build_proposer", "config_proposer",
-           "early_stop", "search_goals"]
+           "early_stop", "search_goals", "slo_guard"]
 
 PROPOSER_VERSION = "select_proposer/2"
 """Version of the ``proposer`` component. ``/2``: the budget chooses the strategy and ``tell``
@@ -224,6 +225,34 @@ def gate(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     return {"decision": record.decision.value}
 
 
+def slo_guard(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """Whether a candidate the gate accepted may be kept: it must not miss an SLO the kept
+    config meets.
+
+    The gate judges the objective and guardrails against the kept config; ``[search] slos`` are
+    absolute limits. A candidate that gains throughput by breaking a latency SLO the service
+    meets today is not an improvement anyone would deploy, so it is rolled back (verdict
+    ``SLO_MISSED``). An SLO the kept config already misses does not block: a candidate that
+    misses it too is no worse there, and the delivery still never recommends either.
+
+    Inputs: ``slos`` (rules such as ``"p99_ttft_ms <= 3000"``), ``candidate`` and ``kept``
+    (metric -> mean over the repeats), ``trial``.
+
+    Example:
+        >>> slo_guard({"trial": 3, "slos": ["p99_ttft_ms <= 3000"],
+        ...            "candidate": {"p99_ttft_ms": 3400.0}, "kept": {"p99_ttft_ms": 2100.0}}, 0)
+        {'keep': False, 'missed': ['p99_ttft_ms <= 3000 (measured 3400, kept 2100)']}
+    """
+    missed = []
+    for rule in inputs["slos"]:
+        slo = parse_outcome_constraint(rule)
+        if slo.satisfied(inputs["kept"]) and not slo.satisfied(inputs["candidate"]):
+            got = inputs["candidate"].get(slo.metric)
+            shown = "not measured" if got is None else f"measured {got:.4g}"
+            missed.append(f"{slo} ({shown}, kept {inputs['kept'][slo.metric]:.4g})")
+    return {"keep": not missed, "missed": missed}
+
+
 def keep_or_rollback(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     """ACCEPT keeps the candidate; anything else rolls back to the last kept config."""
     return {"action": "keep" if inputs["decision"] == "ACCEPT" else "rollback"}
@@ -236,6 +265,7 @@ REGISTRY: dict[str, tuple[str, Callable[[Any, int | None], Any]]] = {
     "proposer": (PROPOSER_VERSION, propose),
     "early_stop": ("1", early_stop),
     "gate": (stats_gate.GATE_VERSION, gate),
+    "slo_guard": ("1", slo_guard),
     "keep_or_rollback": ("1", keep_or_rollback),
 }
 """Component name -> (version, deciding function): what replay re-runs."""

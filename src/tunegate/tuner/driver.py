@@ -640,16 +640,39 @@ class Tuner:
                                         {"record": record.to_dict()})
         rs.candidate["gate_decision"] = gate_id
         rs.candidate["gate"] = record.to_dict()
-        rs.history.append({"op": "tell", "trial": rs.candidate["trial"],
-                           "value": self._score(rs.candidate_values),
-                           "kept": verdict["decision"] == "ACCEPT",
-                           "values": _means(rs.candidate_values)})
         objective = record.metrics[0]
         self.say(f"gate: {verdict['decision']} ({self.specs[0].name} {objective.effect:+.1%}, "
                  f"threshold {objective.threshold:.1%}, p {objective.p_adjusted:.3g}; "
                  + "; ".join(record.reasons[:2]) + ")")
-        return {"ACCEPT": Event.ACCEPT, "REJECT": Event.REJECT}.get(verdict["decision"],
+        accepted = verdict["decision"] == "ACCEPT" and self._meets_kept_slos()
+        rs.history.append({"op": "tell", "trial": rs.candidate["trial"],
+                           "value": self._score(rs.candidate_values), "kept": accepted,
+                           "values": _means(rs.candidate_values)})
+        if accepted:
+            return Event.ACCEPT
+        return {"ACCEPT": Event.REJECT, "REJECT": Event.REJECT}.get(verdict["decision"],
                                                                     Event.INCONCLUSIVE)
+
+    def _meets_kept_slos(self) -> bool:
+        """For a candidate the gate accepted: the ``slo_guard`` decider's word on whether it
+        keeps every ``[search] slos`` rule the kept config meets (no SLOs: it does)."""
+        rs = self.rs
+        assert rs.candidate is not None
+        if not self.config.search.slos:
+            return True
+        inputs = {"trial": rs.candidate["trial"], "slos": list(self.config.search.slos),
+                  "candidate": _means(rs.candidate_values), "kept": _means(rs.kept_values)}
+        outputs, decision_id = self._decide(DecisionKind.GATE_VERDICT, "slo_guard", inputs,
+                                            produced_by=rs.candidate["gate_decision"])
+        if outputs["keep"]:
+            return True
+        rs.candidate["verdict"] = "SLO_MISSED"
+        rs.candidate["slo_decision"] = decision_id
+        line = (f"trial {rs.candidate['trial']} passed the gate but misses SLO "
+                + "; ".join(outputs["missed"]) + ", which the kept config meets: rolled back")
+        rs.story.append(line)
+        self.say(line)
+        return False
 
     def _keep(self) -> Event:
         rs = self.rs
@@ -694,7 +717,7 @@ class Tuner:
         assert rs.kept is not None
         restarted = (rs.last_restart or {}).get("status")
         if rs.candidate is not None and "gate" in rs.candidate:
-            self._log_trial(rs.candidate["gate"]["decision"])
+            self._log_trial(rs.candidate.get("verdict", rs.candidate["gate"]["decision"]))
         if restarted in (RestartStatus.ROLLED_BACK.value, RestartStatus.ROLLBACK_FAILED.value):
             rs.last_restart = None  # the restart already rolled back (or could not)
             if restarted == RestartStatus.ROLLBACK_FAILED.value:
@@ -758,7 +781,8 @@ class Tuner:
                               "params": rs.candidate["params"], "verdict": verdict,
                               "values": {k: _mean(v) for k, v in rs.candidate_values.items()},
                               "gate_decision": rs.candidate.get("gate_decision"),
-                              "early_stop_decision": rs.candidate.get("early_stop_decision")})
+                              "early_stop_decision": rs.candidate.get("early_stop_decision"),
+                              "slo_decision": rs.candidate.get("slo_decision")})
 
     def _record_abnormal(self) -> None:
         self._record_once(DecisionKind.ABNORMAL, "tuner", "1",

@@ -93,7 +93,9 @@ class Event(StrEnum):
     """VERIFY: after its first repeat the proposal ranks below the top ``1/eta`` of the configs
     measured so far; stop it without a verdict and roll back."""
     ACCEPT = "accept"
+    """The gate accepted the candidate, and it meets every SLO the kept config meets."""
     REJECT = "reject"
+    """The gate rejected it, or accepted it while it misses an SLO the kept config meets."""
     INCONCLUSIVE = "inconclusive"
     DRIFT = "drift"
     """The baseline moved: re-baseline before any further gate."""

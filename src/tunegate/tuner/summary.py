@@ -35,7 +35,10 @@ from tunegate.tuner.runstate import RunState
 __all__ = ["build_summary", "write_summary"]
 
 _LOG = logging.getLogger(__name__)
-_MEASURED = ("BASELINE", "ACCEPT", "REJECT", "INCONCLUSIVE")
+_MEASURED = ("BASELINE", "ACCEPT", "SLO_MISSED", "REJECT", "INCONCLUSIVE")
+"""Trial verdicts with full repeats (the delivery's points). ``SLO_MISSED``: the gate accepted
+it, the ``slo_guard`` did not keep it (it misses an SLO the kept config meets)."""
+_GATE_ACCEPTED = ("BASELINE", "ACCEPT", "SLO_MISSED")
 
 
 def _better_or_equal(a: float, b: float, direction: str) -> bool:
@@ -98,8 +101,7 @@ def _points(rs: RunState) -> list[dict[str, Any]]:
     for t in rs.trials_log:
         if t["verdict"] in _MEASURED:
             out.append({"trial": t["trial"], "params": t["params"], "values": t["values"],
-                        "reason": t["reason"], "verified": t["verdict"] in ("BASELINE",
-                                                                            "ACCEPT")})
+                        "reason": t["reason"], "verified": t["verdict"] in _GATE_ACCEPTED})
         elif t["verdict"] == "START_FAILED":
             out.append({"trial": t["trial"], "params": t["params"], "values": None,
                         "reason": t["reason"], "verified": False})
@@ -197,8 +199,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     """The run's summary document (see the module docstring)."""
     metrics: list[tuple[str, str]] = [(config.objective.metric, config.objective.direction)]
     metrics += [(g.metric, g.direction) for g in config.guardrails]
-    measured = [t for t in rs.trials_log if t["verdict"] in ("BASELINE", "ACCEPT", "REJECT",
-                                                              "INCONCLUSIVE")]
+    measured = [t for t in rs.trials_log if t["verdict"] in _MEASURED]
     baseline = next((t for t in rs.trials_log if t["verdict"] == "BASELINE"), None)
     kept = next((t for t in reversed(rs.trials_log)
                  if t["trial"] == rs.kept_trial and t["verdict"] in ("BASELINE", "ACCEPT")),

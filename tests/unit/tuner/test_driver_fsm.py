@@ -65,6 +65,7 @@ from tunegate.tuner.lease import Lease
 from tunegate.tuner.measure import Measurement
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import Event, State, next_state
+from tunegate.tuner.summary import _points as summary_points
 
 OBJECTIVE = "output_throughput"
 BASE_LEVEL = 1000.0
@@ -135,6 +136,8 @@ class Env:
     """Objective level of a candidate by trial (instead of ``level_plan``)."""
     baseline_findings: tuple[str, ...] = ()
     """Warning findings of the preflight and baseline repeats (e.g. a remedy's finding)."""
+    trial_p99_ttft: dict[int, float] = field(default_factory=dict)
+    """``p99_ttft_ms`` of a candidate by trial; every other config measures 2000 ms."""
 
     # -- the engine -----------------------------------------------------------------------------
     def _attempt(self) -> bool:
@@ -221,7 +224,10 @@ class Env:
                              for code in self.baseline_findings)
         relative = Path("measurements") / f"{name}.json"
         (run_dir / relative).write_text(json.dumps({"records": []}))
-        return Measurement({OBJECTIVE: level * jitter, "completed": 4},
+        p99_ttft = 2000.0
+        if candidate is not None and key(candidate["params"]) == key(params):
+            p99_ttft = self.trial_p99_ttft.get(candidate["trial"], p99_ttft)
+        return Measurement({OBJECTIVE: level * jitter, "completed": 4, "p99_ttft_ms": p99_ttft},
                            ValidationReport(findings), str(relative))
 
     def confirm(self, run: Any, change: Any) -> Answer:
@@ -972,6 +978,72 @@ def test_slo_metrics_are_measured_told_and_respected(
     rec = summary["recommendation"]
     assert rec["params"] is None and rec["kept_missed_slos"] == ["completed >= 5 (measured 4)"]
     assert "missed completed >= 5 (measured 4)" in (tmp_path / "run/report.md").read_text()
+    check_decisions(tmp_path / "run", rs)
+
+
+def test_a_gain_that_breaks_an_slo_the_kept_config_meets_is_rolled_back(
+        scripted: Callable[[], Env], tmp_path: Path) -> None:
+    env = scripted()
+    env.level_plan = "better"  # every candidate gains 25%: the gate accepts both
+    env.trial_p99_ttft = {1: 3400.0}  # ... but trial 1 breaks the latency SLO
+    config = make_config(budget=2, recheck_every=0, search={"slos": ["p99_ttft_ms <= 3000"]})
+    rs = run_with(env, config, tmp_path / "run")
+    assert [t["verdict"] for t in rs.trials_log] == ["BASELINE", "SLO_MISSED", "ACCEPT"]
+    assert rs.kept_trial == 2 and env.violations == []
+    [guard_1, guard_2] = decisions_of(tmp_path / "run", "slo_guard")
+    assert guard_1["outputs"] == {"keep": False, "missed": [
+        "p99_ttft_ms <= 3000 (measured 3400, kept 2000)"]}
+    assert guard_1["produced_by"] == rs.trials_log[1]["gate_decision"]
+    assert rs.trials_log[1]["slo_decision"] == guard_1["id"] and guard_2["outputs"]["keep"]
+    assert [e["kept"] for e in rs.history if e["op"] == "tell"] == [True, False, True]
+    assert ("trial 1 passed the gate but misses SLO p99_ttft_ms <= 3000 (measured 3400, "
+            "kept 2000), which the kept config meets: rolled back") in rs.story
+    # trial 2 was measured against the baseline, not against the rolled-back trial 1
+    assert env.levels[key(rs.kept)] == pytest.approx(BASE_LEVEL * 1.25)
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert summary["recommendation"]["params"] == rs.kept
+    assert summary["history"][1]["verdict"] == "SLO_MISSED"
+    # a delivery point: the gate verified it; the delivery sees the SLO it missed
+    [point] = [p for p in summary_points(rs) if p["trial"] == 1]
+    assert point["verified"] and point["values"]["p99_ttft_ms"] == 3400.0
+    check_records(tmp_path / "run", rs)
+    check_decisions(tmp_path / "run", rs)
+
+
+def test_an_slo_the_kept_config_misses_too_does_not_block(
+        scripted: Callable[[], Env], tmp_path: Path) -> None:
+    env = scripted()
+    env.level_plan = "better"
+    env.trial_p99_ttft = {1: 3400.0}
+    config = make_config(budget=1, recheck_every=0, search={"slos": ["p99_ttft_ms <= 1000"]})
+    rs = run_with(env, config, tmp_path / "run")
+    assert [t["verdict"] for t in rs.trials_log] == ["BASELINE", "ACCEPT"]
+    [guard] = decisions_of(tmp_path / "run", "slo_guard")
+    assert guard["outputs"] == {"keep": True, "missed": []}
+
+
+@pytest.mark.parametrize("state", [State.GATE, State.ROLLBACK])
+def test_a_crash_around_an_slo_rollback_resumes_to_one_verdict(
+        scripted: Callable[[], Env], tmp_path: Path, state: State) -> None:
+    env = scripted()
+    env.level_plan = "better"
+    env.trial_p99_ttft = {1: 3400.0}
+    config = make_config(budget=1, recheck_every=0, search={"slos": ["p99_ttft_ms <= 3000"]})
+
+    def hook(rs: RunState) -> None:
+        if rs.state is state and (rs.candidate or {}).get("trial") == 1:
+            raise Crash(state.value)
+
+    with pytest.raises(Crash):
+        run_with(env, config, tmp_path / "run", on_transition=hook)
+    env.running = None
+    rs = run_with(env, config, tmp_path / "run", resume=True)
+    assert env.violations == []
+    assert [t["verdict"] for t in rs.trials_log] == ["BASELINE", "SLO_MISSED"]
+    assert len(decisions_of(tmp_path / "run", "slo_guard")) == 1
+    assert rs.kept_trial == 0 and env.running is not None
+    assert key(env.running.params) == key(rs.kept)
+    check_records(tmp_path / "run", rs)
     check_decisions(tmp_path / "run", rs)
 
 
