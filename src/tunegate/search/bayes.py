@@ -132,6 +132,14 @@ class BayesProposer(BaseProposer):
             if row is not None:
                 x_ok.append(x)
                 y_ok.append(row)
+        for result in self.shared:  # other workers' configs: data for the model, not trials
+            x = self.space.to_unit(result.config)
+            x_all.append(x)
+            started.append(result.value is not None or bool(result.values))
+            row = self._outcome(result.value, dict(result.values))
+            if row is not None:
+                x_ok.append(x)
+                y_ok.append(row)
         dims = self.space.dims
         return (np.asarray(x_ok, dtype=float).reshape(-1, dims),
                 np.asarray(y_ok, dtype=float).reshape(-1, len(self.metrics)),
@@ -160,7 +168,8 @@ class BayesProposer(BaseProposer):
         if self.random_every and round_number % self.random_every == 0:
             return snap(self.space, self._rng(round_number).random(self.space.dims)), "random"
         X_ok, Y_ok, X_all, started = self.dataset()
-        if len(self.proposals) < self.initial or len(X_ok) < 2:
+        # other workers' results count toward the initial design: a late joiner models sooner
+        if len(self.proposals) + len(self.shared) < self.initial or len(X_ok) < 2:
             designed = self._from_design()
             if designed is not None:
                 return designed
@@ -211,6 +220,7 @@ class BayesProposer(BaseProposer):
             "proposals": [[p.config, p.reason] for p in self.proposals],
             "observations": [[o.trial, o.value, o.kept, dict(o.values)]
                              for o in self.observations],
+            "shared": [[r.config, r.value, dict(r.values)] for r in self.shared],
         }
         text = json.dumps(state, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()

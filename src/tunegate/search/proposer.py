@@ -20,7 +20,7 @@ from scipy.stats import qmc
 
 from tunegate.search.space import Config, SearchSpace
 
-__all__ = ["BaseProposer", "Observation", "Proposal", "SobolLocalProposer"]
+__all__ = ["BaseProposer", "Observation", "Proposal", "SharedResult", "SobolLocalProposer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,16 @@ class Observation:
     values: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class SharedResult:
+    """A config another worker of the same search evaluated (read from a shared study): what
+    its proposer was told, without a trial number of this run."""
+
+    config: Config
+    value: float | None
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
 class BaseProposer(ABC):
     """Ask/tell search strategy over a :class:`SearchSpace`."""
 
@@ -58,6 +68,8 @@ class BaseProposer(ABC):
         self.seed = seed
         self.observations: list[Observation] = []
         self.proposals: list[Proposal] = []
+        self.shared: list[SharedResult] = []
+        """Other workers' results (:meth:`learn`); only Bayesian optimisation models them."""
         self.selection: dict[str, Any] = {}
         """Which strategy was chosen and why (set by ``search.select``; shown in reports)."""
 
@@ -92,11 +104,22 @@ class BaseProposer(ABC):
         """
         self.observations.append(Observation(trial, value, kept, dict(values or {})))
 
+    def learn(self, config: Config, value: float | None,
+              values: Mapping[str, float] | None = None) -> bool:
+        """Record another worker's result for the same search (``value`` ``None``: it failed to
+        start). Returns ``False``, recording nothing, when ``config`` lacks a tunable parameter
+        or holds a value outside the space (another version of the space wrote it)."""
+        if any(p.name not in config or not p.contains(config[p.name])
+               for p in self.space.tunable):
+            return False
+        self.shared.append(SharedResult(dict(config), value, dict(values or {})))
+        return True
+
     def state(self) -> dict[str, Any]:
         """Everything needed to rebuild this proposer by replaying asks and tells."""
         return {"name": self.name, "version": self.version, "seed": self.seed,
                 "proposals": len(self.proposals), "observations": len(self.observations),
-                "selection": dict(self.selection)}
+                "shared": len(self.shared), "selection": dict(self.selection)}
 
 
 class SobolLocalProposer(BaseProposer):

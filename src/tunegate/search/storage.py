@@ -6,11 +6,16 @@ queryable copy in Optuna's standard schema so that
 * a run can be inspected with Optuna's own tools (``optuna-dashboard``, ``study.trials_dataframe``),
 * a resumed run finds its trials again (:meth:`StudyStore.trials`), and
 * several workers share one study (SQLite in one directory, or an RDB URL such as PostgreSQL for
-  several machines: pass ``url``).
+  several machines: pass ``url``): each tags its trials with its ``run`` and reads the others'
+  (:meth:`StudyStore.others`), which the tuner hands to its proposer.
 
-:meth:`StudyStore.sync` is idempotent: it adds the trials whose number is not yet in the study,
-tagged with ``trial`` (tunegate's trial number) and ``reason``; failed starts are stored as
-``FAIL`` trials. Optuna is imported lazily.
+:meth:`StudyStore.sync` is idempotent: it adds the trials whose ``(run, trial)`` is not yet in
+the study, tagged with ``trial`` (tunegate's trial number), ``reason``, ``run``, and the
+objective ``value`` and metric means ``values`` the proposer was told; failed starts are stored
+as ``FAIL`` trials. A ``fingerprint`` (what makes trials comparable: space, objectives, SLOs,
+workload, engine) is stored with the study; a run with another fingerprint is refused, so a
+shared study never mixes numbers measured under different conditions. Optuna is imported
+lazily.
 
 Example:
     >>> import tempfile, pathlib
@@ -31,16 +36,19 @@ Example:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from tunegate.errors import ConfigError
 from tunegate.search.objectives import Objective
 from tunegate.search.space import Param, SearchSpace
 
 __all__ = ["STUDY_FILE", "StudyStore"]
 
 STUDY_FILE = "study.db"
+_CREATE_ATTEMPTS = 5
 
 
 def _distribution(param: Param) -> Any:
@@ -58,6 +66,22 @@ def _distribution(param: Param) -> Any:
     return IntDistribution(int(param.low), int(param.high), log=param.kind == "log_int")
 
 
+def _create_or_join(optuna: Any, url: str, name: str,
+                    directions: list[Literal["minimize", "maximize"]]) -> Any:
+    """``optuna.create_study(load_if_exists=True)``, retried: workers starting together race
+    to create the schema and the study (measured: two runs started at once on one new SQLite
+    file, one failed with ``UNIQUE constraint failed: alembic_version``); the loser joins."""
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            return optuna.create_study(storage=url, study_name=name, load_if_exists=True,
+                                       directions=directions)
+        except Exception:  # sqlalchemy IntegrityError/OperationalError, DuplicatedStudyError
+            if attempt == _CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 class StudyStore:
     """The run's Optuna study (see the module docstring).
 
@@ -67,10 +91,17 @@ class StudyStore:
         objectives: Their directions become the study's.
         name: The study's name.
         url: An Optuna storage URL instead of the run directory's SQLite file.
+        fingerprint: What makes this run's trials comparable with a shared study's; a study
+            holding another fingerprint is refused (``None``: not checked).
+
+    Raises:
+        ConfigError: The study holds trials of a different search (its fingerprint differs),
+            or its objective directions differ.
     """
 
     def __init__(self, run_dir: Path, space: SearchSpace, objectives: Sequence[Objective], *,
-                 name: str = "tunegate", url: str | None = None) -> None:
+                 name: str = "tunegate", url: str | None = None,
+                 fingerprint: str | None = None) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -78,25 +109,39 @@ class StudyStore:
         self.url = url or f"sqlite:///{Path(run_dir).resolve() / STUDY_FILE}"
         self.space = space
         self.objectives = list(objectives)
-        self.study = optuna.create_study(
-            storage=self.url, study_name=name, load_if_exists=True,
-            directions=["maximize" if o.direction == "higher" else "minimize"
-                        for o in self.objectives])
+        directions: list[Literal["minimize", "maximize"]] = [
+            "maximize" if o.direction == "higher" else "minimize" for o in self.objectives]
+        self.study = _create_or_join(optuna, self.url, name, directions)
+        held_directions = [d.name.lower() for d in self.study.directions]
+        if held_directions != directions:  # load_if_exists keeps the stored ones silently
+            raise ConfigError(f"study {name!r} in {self.url} optimises {held_directions}, this "
+                              f"search {directions}; give this search its own study name")
+        if fingerprint is not None:
+            held = self.study.user_attrs.get("fingerprint")
+            if held is None:
+                self.study.set_user_attr("fingerprint", fingerprint)
+            elif held != fingerprint:
+                raise ConfigError(
+                    f"study {name!r} in {self.url} holds trials of a different search (space, "
+                    "objectives, SLOs, workload, benchmark or engine differ), so its numbers "
+                    "are not comparable with this run's; give this run its own study name")
 
-    def sync(self, trials: Iterable[Mapping[str, Any]]) -> int:
-        """Add the trials not yet stored; returns how many were added.
+    def sync(self, trials: Iterable[Mapping[str, Any]], *, run: str | None = None) -> int:
+        """Add the trials not yet stored for ``run``; returns how many were added.
 
         Each trial: ``trial`` (number), ``params`` (config), ``values`` (metric -> value, or
-        ``None`` for a failed start), optional ``reason``.
+        ``None`` for a failed start), optional ``reason`` and ``value`` (the objective as the
+        proposer was told it, higher is better).
         """
         import optuna
         from optuna.trial import TrialState
 
-        stored = {t.user_attrs.get("trial") for t in self.study.get_trials(deepcopy=False)}
+        stored = {(t.user_attrs.get("run"), t.user_attrs.get("trial"))
+                  for t in self.study.get_trials(deepcopy=False)}
         added = 0
         for trial in trials:
             number = int(trial["trial"])
-            if number in stored:
+            if (run, number) in stored:
                 continue
             params, distributions = {}, {}
             for param in self.space.tunable:
@@ -111,11 +156,22 @@ class StudyStore:
                 params=params, distributions=distributions,
                 values=[float(v) for v in values] if ok and values is not None else None,
                 state=TrialState.COMPLETE if ok else TrialState.FAIL,
-                user_attrs={"trial": number, "reason": str(trial.get("reason", ""))})
+                user_attrs={"trial": number, "reason": str(trial.get("reason", "")),
+                            "run": run, "value": trial.get("value"), "values": raw})
             self.study.add_trial(frozen)
-            stored.add(number)
+            stored.add((run, number))
             added += 1
         return added
+
+    def others(self, run: str) -> list[dict[str, Any]]:
+        """The trials other runs stored (``run``, ``trial``, ``config``, ``value``, ``values``),
+        ordered by run and trial, so the same study contents always read the same."""
+        out = [{"run": t.user_attrs["run"], "trial": t.user_attrs.get("trial"),
+                "config": dict(t.params), "value": t.user_attrs.get("value"),
+                "values": t.user_attrs.get("values")}
+               for t in self.study.get_trials(deepcopy=False)
+               if t.user_attrs.get("run") not in (None, run)]
+        return sorted(out, key=lambda t: (str(t["run"]), int(t["trial"])))
 
     def trials(self) -> list[dict[str, Any]]:
         """Stored trials, by tunegate trial number: params, values, state."""

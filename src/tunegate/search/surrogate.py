@@ -35,12 +35,18 @@ _ATTEMPTS = 2  # botorch retries a fit that warns from new random starts; 5 by d
 
 
 def torch_module() -> Any:
-    """``torch``, imported on first use, with one intra-op thread and double precision math."""
+    """``torch``, imported on first use, with one intra-op thread and double precision math.
+
+    GPyTorch's "added jitter to the diagonal" warning is silenced: near-duplicate configs make
+    the kernel matrix nearly singular, the jitter is the standard remedy, and the warning gave
+    ``tunegate tune --quiet`` and ``tunegate replay`` dozens of lines a user cannot act on.
+    """
     global _CONFIGURED
     import torch
 
     if not _CONFIGURED:
         torch.set_num_threads(1)
+        warnings.filterwarnings("ignore", message=r"A not p\.d\., added jitter")
         _CONFIGURED = True
     return torch
 

@@ -156,6 +156,20 @@ def _slo_rule(rule: str) -> str:
     return rule
 
 
+def _study_url(url: str) -> str:
+    """A storage URL without a password: the config is copied into the journal and into every
+    proposal decision, so a secret there would be written to disk many times."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        raise ValueError(f"study {url!r}: expected an Optuna storage URL such as "
+                         "'sqlite:////path/to/study.db' or 'postgresql://user@host/db'")
+    if ":" in rest.partition("@")[0] and "@" in rest:
+        raise ValueError("study: the URL holds a password, which would be written into the "
+                         "journal and the decision log; use the database's own secret store "
+                         "(PGPASSWORD, ~/.pgpass, ~/.my.cnf) and a URL without it")
+    return url
+
+
 class SearchSection(_Strict):
     """What the search optimises beyond ``[objective]``, and early stopping.
 
@@ -176,6 +190,14 @@ class SearchSection(_Strict):
     top ``1/eta`` of every config measured at one repeat so far (once ``min_seen`` of them
     exist). Only proposals on their way to the gate are stopped; the baseline and the known
     remedies always get their full repeats.
+
+    ``study``: an Optuna storage URL (``"sqlite:////shared/tunegate.db"``,
+    ``"postgresql://user@host/db"``) that several tuning runs share, under ``study_name``. Each
+    run writes its results there as it goes and, before every Bayesian proposal, its model
+    learns the results the other runs wrote (recorded in the decision's history, so replay
+    holds). Runs may share a study only when their numbers are comparable: a study holding a
+    different space, objectives, SLOs, workload, benchmark or engine is refused. Without it
+    each run keeps its own ``study.db`` (a mirror written at the end, ``[report] plots``).
     """
 
     early_stopping: bool = Field(default=True, description="stop clearly worse candidates "
@@ -189,6 +211,9 @@ class SearchSection(_Strict):
     objectives: list[Annotated[str, AfterValidator(_objective_rule)]] = Field(
         default_factory=list, description="extra objectives after [objective], 'METRIC:higher' "
         f"or 'METRIC:lower' ({MAX_OBJECTIVES} in all at most)")
+    study: Annotated[str, AfterValidator(_study_url)] | None = Field(
+        default=None, description="an Optuna storage URL shared by several tuning runs")
+    study_name: str = Field(default="tunegate", min_length=1, max_length=200)
 
     def outcome_constraints(self) -> tuple[OutcomeConstraint, ...]:
         """The SLOs, parsed."""

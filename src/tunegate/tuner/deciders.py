@@ -152,12 +152,19 @@ def config_proposer(config: TuneConfig, seed: int, budget: int | None) -> BasePr
 
 
 def replay_history(proposer: BaseProposer, history: list[Mapping[str, Any]]) -> None:
-    """Feed a proposer the recorded ``ask``/``register``/``tell`` events, in order."""
+    """Feed a proposer the recorded ``ask``/``register``/``tell``/``learn`` events, in order.
+
+    ``learn``: another worker's result read from a shared study (``[search] study``) before
+    the ask that first saw it; recorded in the history so that every earlier ask replays with
+    exactly the data it had.
+    """
     for event in history:
         if event["op"] == "ask":
             proposer.ask()
         elif event["op"] == "register":
             proposer.register(dict(event["config"]), event["reason"])
+        elif event["op"] == "learn":
+            proposer.learn(dict(event["config"]), event["value"], event.get("values"))
         else:
             proposer.tell(int(event["trial"]), event["value"], kept=bool(event.get("kept")),
                           values=event.get("values"))  # absent from journals before /2

@@ -43,6 +43,7 @@ from tunegate.tuner.journal import Journal
 from tunegate.tuner.lease import Lease
 from tunegate.tuner.measure import Measurement, measure
 from tunegate.tuner.runstate import RunState
+from tunegate.tuner.shared import new_results, open_study, run_key
 from tunegate.tuner.states import Event, State, next_state
 from tunegate.tuner.summary import write_summary
 from tunegate.workload import build_workload
@@ -112,6 +113,9 @@ class Tuner:
         self.on_transition = on_transition
         self.serving: dict[str, Any] | None = None
         self._seen: dict[tuple[str, str], str] = {}
+        self.study: Any = None
+        """The study shared with other runs (``[search] study``), opened by :meth:`run`."""
+        self.run_key = run_key(self.run_dir)
 
     # ---- set-up, persistence ------------------------------------------------------------
     def _adapter(self) -> Any:
@@ -270,6 +274,8 @@ class Tuner:
             State.VALIDATE: self._validate, State.VERIFY: self._verify, State.GATE: self._gate,
             State.KEEP: self._keep, State.ROLLBACK: self._rollback,
         }
+        if self.config.search.study is not None:  # refused before anything is written
+            self.study = open_study(self.config, self.run_dir)
         self.lease = Lease(self.lock_dir, self._service_id(), ttl_s=LEASE_TTL_S)
         try:
             # A resumed run's previous holder was probably killed: its lease expires after
@@ -447,8 +453,8 @@ class Tuner:
         rs.trials_log.append({"trial": 0, "reason": "baseline", "params": params,
                               "verdict": "BASELINE", "values": {k: _mean(v)
                                                                 for k, v in values.items()}})
-        rs.history.append({"op": "tell", "trial": 0, "value": self._score(values),
-                           "kept": True, "values": _means(values)})
+        self._tell({"op": "tell", "trial": 0, "value": self._score(values),
+                    "kept": True, "values": _means(values)}, params, "baseline")
         first = self._score({k: v[:1] for k, v in values.items()})
         if first is not None:
             rs.first_scores["0"] = first
@@ -464,6 +470,40 @@ class Tuner:
         line = self._search_line()
         rs.story.append(line)
         self.say(line)
+
+    def _tell(self, event: dict[str, Any], params: dict[str, Any] | None = None,
+              reason: str | None = None) -> None:
+        """Give the proposer's history a ``tell`` event, and the shared study (if any) the
+        result (``params``/``reason``: the candidate's unless given)."""
+        rs = self.rs
+        rs.history.append(event)
+        if self.study is None or event["trial"] < 0:
+            return
+        candidate = rs.candidate or {}
+        result = {"trial": event["trial"], "value": event["value"], "values": event["values"],
+                  "params": self._tunable(params or candidate["params"]),
+                  "reason": reason or candidate.get("reason", "")}
+        self._with_study(f"writing trial {event['trial']}",
+                         lambda: self.study.sync([result], run=self.run_key))
+
+    def _own_results(self) -> list[dict[str, Any]]:
+        """Every result this run told its proposer, with its config (for the final sync)."""
+        rs = self.rs
+        params = {t["trial"]: t["params"] for t in rs.trials_log}
+        return [{"trial": e["trial"], "value": e["value"], "values": e["values"],
+                 "params": self._tunable(params[e["trial"]]), "reason": "resynced"}
+                for e in rs.history if e["op"] == "tell" and e["trial"] in params]
+
+    def _with_study(self, what: str, action: Callable[[], Any]) -> Any:
+        """Run ``action`` on the shared study; a database error is reported and the run goes
+        on (the study is a side channel: the journal holds every measurement and decision,
+        and the end of the run writes whatever a failure skipped)."""
+        try:
+            return action()
+        except Exception as exc:  # sqlalchemy's errors: locked, unreachable, dropped
+            self.say(f"shared study: {what} failed ({type(exc).__name__}: {exc}); going on "
+                     "without it")
+            return None
 
     def _search_line(self) -> str:
         """Which proposer the budget chose and why, and the early-stopping rule in force."""
@@ -510,6 +550,10 @@ class Tuner:
             rs.candidate = {"trial": trial, "params": params, "remedy": True,
                             "reason": f"remedy for {remedy['finding']}"}
         else:
+            if self.study is not None:
+                others = self._with_study("reading the other runs' results",
+                                          lambda: self.study.others(self.run_key))
+                rs.history += new_results(rs.history, others or [])
             inputs = {"config": self.config.to_json(), "history": list(rs.history),
                       "budget": rs.search_budget}
             proposal, _ = self._decide(DecisionKind.PROPOSAL, "proposer", inputs)
@@ -559,8 +603,8 @@ class Tuner:
             rs.failed_starts = 0
             return Event.OK
         rs.failed_starts += 1
-        rs.history.append({"op": "tell", "trial": rs.candidate["trial"] if rs.candidate else -1,
-                           "value": None, "values": None})
+        self._tell({"op": "tell", "trial": rs.candidate["trial"] if rs.candidate else -1,
+                    "value": None, "values": None})
         self._log_trial("START_FAILED")
         self.say(f"trial {rs.candidate['trial'] if rs.candidate else '?'} failed to start "
                  f"({status}); the kept config was restored")
@@ -623,8 +667,8 @@ class Tuner:
         if not outputs["stop"]:
             return False
         rs.candidate["early_stop_decision"] = decision_id
-        rs.history.append({"op": "tell", "trial": rs.candidate["trial"], "value": score,
-                           "kept": False, "values": _means(rs.candidate_values)})
+        self._tell({"op": "tell", "trial": rs.candidate["trial"], "value": score,
+                    "kept": False, "values": _means(rs.candidate_values)})
         self._log_trial("EARLY_STOPPED")
         line = f"trial {trial} stopped early: {outputs['reason']}"
         rs.story.append(line)
@@ -645,9 +689,9 @@ class Tuner:
                  f"threshold {objective.threshold:.1%}, p {objective.p_adjusted:.3g}; "
                  + "; ".join(record.reasons[:2]) + ")")
         accepted = verdict["decision"] == "ACCEPT" and self._meets_kept_slos()
-        rs.history.append({"op": "tell", "trial": rs.candidate["trial"],
-                           "value": self._score(rs.candidate_values), "kept": accepted,
-                           "values": _means(rs.candidate_values)})
+        self._tell({"op": "tell", "trial": rs.candidate["trial"],
+                    "value": self._score(rs.candidate_values), "kept": accepted,
+                    "values": _means(rs.candidate_values)})
         if accepted:
             return Event.ACCEPT
         return {"ACCEPT": Event.REJECT, "REJECT": Event.REJECT}.get(verdict["decision"],
@@ -798,6 +842,9 @@ class Tuner:
                             "aborted; restoring the kept config failed")
         if isinstance(self.adapter, VirtualSimulator) and self.handle is not None:
             self.adapter.stop(self.handle)
+        if self.study is not None:
+            self._with_study("the final sync", lambda: self.study.sync(self._own_results(),
+                                                                         run=self.run_key))
         line = f"{rs.state.value}: {rs.reason}" if rs.reason else rs.state.value
         rs.story.append(line)
         self.say(line)

@@ -127,6 +127,15 @@ def _early_stopping(config: TuneConfig, rs: RunState) -> dict[str, Any]:
             "stopped": [t["trial"] for t in rs.trials_log if t["verdict"] == "EARLY_STOPPED"]}
 
 
+def _shared_study(config: TuneConfig, rs: RunState) -> dict[str, Any] | None:
+    """``[search] study``: where, and what this run's proposer learnt from the other runs."""
+    if config.search.study is None:
+        return None
+    learned = [e for e in rs.history if e["op"] == "learn"]
+    return {"url": config.search.study, "name": config.search.study_name,
+            "learned": len(learned), "runs": sorted({str(e["run"]) for e in learned})}
+
+
 def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
               ) -> dict[str, Any]:
     from tunegate.tuner.deciders import config_proposer
@@ -149,7 +158,8 @@ def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
     # chose the proposer: BO, as they had); the config's before any proposal
     budget = rs.search_budget if rs.search_budget is not None or rs.history else config.run.budget
     selection = config_proposer(config, config.run.seed, budget).selection
-    doc["search"] = {**selection, "used": _used(rs), "early_stopping": _early_stopping(config, rs)}
+    doc["search"] = {**selection, "used": _used(rs), "early_stopping": _early_stopping(config, rs),
+                     "shared_study": _shared_study(config, rs)}
     doc["points"] = points
     return doc
 
@@ -269,6 +279,10 @@ def _search_section(summary: dict[str, Any], *, plots: bool = True) -> list[str]
         f": {search['reason']}." if used == search["proposer"] else
         f". For this budget the selection rule chooses {search['proposer']} ({search['reason']})"
         "; these proposals were made before the tuner passed its budget to the proposer.")
+    shared = search.get("shared_study")
+    if shared:
+        chose += (f" Shared study `{shared['name']}` ({shared['url']}): the model learnt "
+                  f"{shared['learned']} result(s) of {len(shared['runs'])} other run(s).")
     lines = ["## Search and Pareto delivery", "", chose, "", *_early_lines(search), "",
              f"Pareto set ({WORDING}; dominance rate = share of the {delivery['complete']} "
              "measured configs each one dominates):", "",

@@ -13,6 +13,7 @@ A preset (``dataset="seed"``) fills ``num_requests`` and, when neither is given,
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -168,8 +169,18 @@ class WorkloadConfig(BaseModel):
         return None if path is None else str(path)
 
 
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^:/@\s]*:)[^@\s]*(?=@)")
+
+
 def _shown(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    """The offending value as an error message quotes it: shortened, and a password in a
+    URL (``scheme://user:secret@host``) masked, since error lines end up in logs.
+
+    Example:
+        >>> _shown("postgresql://tuner:s3cret@db/tunegate")
+        "'postgresql://tuner:***@db/tunegate'"
+    """
+    text = _URL_PASSWORD.sub(r"\g<head>***", repr(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

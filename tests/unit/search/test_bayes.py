@@ -135,3 +135,48 @@ def test_every_proposal_satisfies_the_known_constraints() -> None:
         assert config["chunked"] or config["tokens"] >= 4096
         assert config["seqs"] <= config["tokens"]
         proposer.tell(proposal.trial, -abs(config["seqs"] - 100) / 100)
+
+
+# ---- other workers' results (a shared study) -------------------------------------------------
+def _shared_from(worker: BayesProposer) -> list[dict]:
+    """``learn`` events for everything ``worker`` was told, as a shared study hands them on."""
+    return [{"op": "learn", "run": "other", "trial": o.trial,
+             "config": worker.proposals[o.trial].config, "value": o.value,
+             "values": dict(o.values)} for o in worker.observations]
+
+
+def test_another_workers_results_replace_the_initial_design() -> None:
+    other = _run(7, 8)
+    joiner = BayesProposer(SPACE, 1, **FAST)
+    replay_history(joiner, _shared_from(other))
+    assert len(joiner.shared) == 8 and joiner.proposals == []
+    X_ok, _, X_all, _ = joiner.dataset()
+    assert len(X_ok) == len(X_all) == 8
+    first = joiner.ask()
+    assert first.trial == 0 and first.reason.startswith("gp-")  # modelled at once
+    alone = BayesProposer(SPACE, 1, **FAST).ask()
+    assert alone.reason == "default"
+
+
+def test_learnt_results_replay_to_the_same_proposal() -> None:
+    history = [*_shared_from(_run(7, 8)), {"op": "ask"}]
+    live = BayesProposer(SPACE, 1, **FAST)
+    replay_history(live, history)
+    expected = live.ask()
+    bayes._MEMO.clear()
+    rebuilt = BayesProposer(SPACE, 1, **FAST)
+    replay_history(rebuilt, history)
+    assert rebuilt.proposals[0].config == live.proposals[0].config
+    again = rebuilt.ask()
+    assert (again.config, again.reason) == (expected.config, expected.reason)
+
+
+@pytest.mark.parametrize("config", [{"x": 0.5, "y": 20},  # a parameter missing
+                                    {"x": 0.5, "y": 99, "flag": True}])  # outside the space
+def test_a_result_from_another_space_is_not_learnt(config: dict) -> None:
+    proposer = BayesProposer(SPACE, 1, **FAST)
+    assert proposer.learn(config, 1.0) is False
+    assert proposer.shared == []
+    assert proposer.learn({"x": 0.5, "y": 20, "flag": True}, None) is True  # a failed start
+    _, _, X_all, started = proposer.dataset()
+    assert len(X_all) == 1 and not started[0]

@@ -1,9 +1,13 @@
-"""The Optuna study mirror (resume, failures, idempotence) and the Pareto PNG."""
+"""The Optuna study mirror (resume, failures, idempotence, sharing between runs) and the
+Pareto PNG."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tunegate.errors import ConfigError
 from tunegate.search.delivery import deliver
 from tunegate.search.objectives import Objective
 from tunegate.search.plot import pareto_png
@@ -45,3 +49,25 @@ def test_pareto_plot_is_a_whole_png() -> None:
     assert image[:8] == b"\x89PNG\r\n\x1a\n" and image.endswith(PNG_END)
     single = pareto_png(TRIALS, deliver(TRIALS, OBJECTIVES[:1]))
     assert len(single) > 1000 and single.endswith(PNG_END)
+
+
+def test_runs_sharing_a_study_read_each_others_trials_only(tmp_path: Path) -> None:
+    a = StudyStore(tmp_path, SPACE, OBJECTIVES, fingerprint="f1")
+    b = StudyStore(tmp_path, SPACE, OBJECTIVES, fingerprint="f1")  # a second worker joins
+    told = [{**t, "value": 1.0 if t["values"] else None} for t in TRIALS]
+    assert a.sync(told, run="a") == 3 and a.sync(told, run="a") == 0
+    assert b.sync(told[:1], run="b") == 1  # the same trial number, another run: its own trial
+    assert [(t["run"], t["trial"]) for t in b.others("b")] == [("a", 0), ("a", 1), ("a", 2)]
+    assert [t["trial"] for t in a.others("a")] == [0]
+    first = b.others("b")[0]
+    assert first["config"] == {"seqs": 256, "eager": False} and first["value"] == 1.0
+    assert first["values"] == {"throughput": 2.0, "latency": 3.0}
+    assert b.others("b")[1]["value"] is None  # a failed start is shared as one
+
+
+def test_a_study_of_another_search_is_refused(tmp_path: Path) -> None:
+    StudyStore(tmp_path, SPACE, OBJECTIVES, fingerprint="f1")
+    with pytest.raises(ConfigError, match="holds trials of a different search"):
+        StudyStore(tmp_path, SPACE, OBJECTIVES, fingerprint="f2")
+    with pytest.raises(ConfigError, match="own study name"):  # other objective directions
+        StudyStore(tmp_path, SPACE, OBJECTIVES[:1], fingerprint="f1")

@@ -1,0 +1,206 @@
+"""Several tuning runs sharing one Optuna study (``[search] study``).
+
+Specifications: a run writes every result its proposer was told into the shared study, once per
+``(run, trial)``; a later run's model learns them before its first proposal (so it skips the
+initial design) and its decisions still replay; two runs at the same time both finish and each
+learns the other's results; a run whose numbers are not comparable (another objective) is
+refused with exit 2 before it writes anything; a study that fails mid-run costs the run nothing
+and the end of the run writes what was skipped; a URL holding a password is refused.
+All on the ``simulator-virtual`` adapter; a run of 14 proposals takes about 10 s here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunegate.cli import main
+from tunegate.search.storage import StudyStore
+from tunegate.tuner import deciders
+from tunegate.tuner.decisions import replay_decisions
+from tunegate.tuner.journal import read_journal
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CONFIG = """
+[run]
+budget = {budget}
+seed = {seed}
+recheck_every = 0
+
+[server]
+adapter = "simulator-virtual"
+scenario = "fast"
+
+[workload]
+dataset = "synthetic"
+num_requests = 16
+input_tokens = "64"
+output_tokens = "16"
+concurrency = 4
+
+[[space]]
+name = "max_num_seqs"
+kind = "log_int"
+layer = "memory_concurrency"
+low = 2
+high = 64
+default = 8
+
+[[space]]
+name = "enable_chunked_prefill"
+kind = "bool"
+layer = "features"
+default = true
+
+[search]
+study = "{url}"
+
+[objective]
+metric = "{objective}"
+
+[gate]
+repeats = 2
+initial_repeats = 2
+
+[report]
+plots = false
+"""
+
+
+def write_config(path: Path, study: Path, *, seed: int = 3, budget: int = 14,
+                 objective: str = "output_throughput") -> Path:
+    path.write_text(CONFIG.format(url=f"sqlite:///{study}", seed=seed, budget=budget,
+                                  objective=objective), encoding="utf-8")
+    return path
+
+
+def tune(config: Path, run_dir: Path) -> int:
+    return main(["tune", "--config", str(config), "--run-dir", str(run_dir), "--quiet"])
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    records = read_journal(run_dir / "journal.jsonl").records
+    last = [r.data["state"] for r in records if r.type == "transition"][-1]
+    assert summary["status"] == last["state"]
+    return list(last["history"])
+
+
+def proposals(run_dir: Path) -> list[dict[str, Any]]:
+    return [r.data for r in read_journal(run_dir / "decisions.jsonl").records
+            if r.data["component"] == "proposer"]
+
+
+def stored(study: Path) -> Counter[tuple[str, int]]:
+    import optuna
+
+    trials = optuna.load_study(study_name="tunegate",
+                               storage=f"sqlite:///{study}").get_trials(deepcopy=False)
+    return Counter((t.user_attrs["run"], t.user_attrs["trial"]) for t in trials)
+
+
+@pytest.fixture(autouse=True)
+def _locks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TUNEGATE_LOCK_DIR", str(tmp_path / "locks"))
+
+
+def test_a_later_run_learns_the_earlier_runs_results(tmp_path: Path) -> None:
+    study = tmp_path / "shared.db"
+    config = write_config(tmp_path / "tune.toml", study)
+    assert tune(config, tmp_path / "a") == 0
+    told_a = [e for e in history(tmp_path / "a") if e["op"] == "tell"]
+    assert len(told_a) == 15  # the baseline and 14 proposals
+    assert tune(write_config(tmp_path / "b.toml", study, seed=4), tmp_path / "b") == 0
+
+    first = proposals(tmp_path / "b")[0]
+    learnt = [e for e in first["inputs"]["history"] if e["op"] == "learn"]
+    assert sorted(e["trial"] for e in learnt) == [e["trial"] for e in told_a]
+    assert {e["run"] for e in learnt} == {f"{os.uname().nodename}:{tmp_path / 'a'}"}
+    assert first["outputs"]["reason"].startswith("gp-")  # no initial design of its own
+    assert replay_decisions(tmp_path / "b" / "decisions.jsonl", deciders.REGISTRY) == []
+
+    counts = stored(study)
+    assert set(counts.values()) == {1}  # every (run, trial) once
+    assert Counter(run.rsplit("/", 1)[-1] for run, _ in counts) == {"a": 15, "b": 15}
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["search"]["shared_study"]["learned"] == 15
+    assert "the model learnt 15 result(s) of 1 other run(s)" in (
+        tmp_path / "b" / "report.md").read_text(encoding="utf-8")
+
+
+def test_two_runs_at_once_both_finish_and_learn_from_each_other(tmp_path: Path) -> None:
+    study = tmp_path / "shared.db"
+    env = {**os.environ, "TUNEGATE_LOCK_DIR": str(tmp_path / "locks")}
+    procs = {}
+    for name, seed in (("a", 3), ("b", 4)):
+        config = write_config(tmp_path / f"{name}.toml", study, seed=seed)
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "tunegate", "tune", "--config", str(config), "--run-dir",
+             str(tmp_path / name), "--quiet"], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"run {name}: {out[-2000:]}"
+        assert "shared study" not in out, out[-2000:]  # no database error on the way
+    for name, other in (("a", "b"), ("b", "a")):
+        learnt = [e for e in history(tmp_path / name) if e["op"] == "learn"]
+        assert learnt and {e["run"].rsplit("/", 1)[-1] for e in learnt} == {other}
+        assert replay_decisions(tmp_path / name / "decisions.jsonl", deciders.REGISTRY) == []
+    counts = stored(study)
+    assert set(counts.values()) == {1}
+    assert Counter(run.rsplit("/", 1)[-1] for run, _ in counts) == {"a": 15, "b": 15}
+
+
+def test_a_run_measuring_something_else_is_refused_before_it_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "shared.db"
+    assert tune(write_config(tmp_path / "a.toml", study, budget=1), tmp_path / "a") == 0
+    other = write_config(tmp_path / "b.toml", study, budget=1, objective="request_throughput")
+    capsys.readouterr()
+    assert tune(other, tmp_path / "b") == 2
+    err = capsys.readouterr().err
+    assert "search.study" in err and "holds trials of a different search" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "b").exists()  # refused before anything was written
+
+
+def test_a_failing_study_costs_the_run_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "shared.db"
+    real_sync = StudyStore.sync
+    calls = {"n": 0}
+
+    def flaky(self: StudyStore, trials: Any, *, run: str | None = None) -> int:
+        calls["n"] += 1
+        if calls["n"] <= 2:  # the baseline's and trial 1's writes fail
+            raise OSError("disk I/O error (injected)")
+        return real_sync(self, trials, run=run)
+
+    monkeypatch.setattr(StudyStore, "sync", flaky)
+    code = main(["tune", "--config", str(write_config(tmp_path / "a.toml", study, budget=3)),
+                 "--run-dir", str(tmp_path / "a")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "shared study: writing trial 0 failed (OSError: disk I/O error (injected))" in out
+    # the final sync wrote what the failures skipped: every told trial, once
+    told = [e["trial"] for e in history(tmp_path / "a") if e["op"] == "tell"]
+    assert sorted(trial for _, trial in stored(study)) == sorted(told)
+
+
+def test_a_study_url_with_a_password_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "tune.toml"
+    config.write_text(CONFIG.format(url="postgresql://tuner:s3cret@db/tunegate", seed=3,
+                                    budget=1, objective="output_throughput"), encoding="utf-8")
+    assert tune(config, tmp_path / "a") == 2
+    err = capsys.readouterr().err
+    assert "search.study" in err and "password" in err and "s3cret" not in err
