@@ -326,7 +326,8 @@ def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
             points: list[dict[str, Any]]) -> None:
     """``pareto.png`` and the Optuna study, once per distinct set of trials (the slowest part
     of a short run's end; a resume that changes nothing does not redo them); skipped, with a
-    warning, when the ``search`` extra is not installed."""
+    warning, when the ``search`` extra is not installed. With ``[search] study`` there is no
+    ``study.db`` in the run directory: the shared study holds the run's trials."""
     from tunegate.search.plot import pareto_png
     from tunegate.search.storage import StudyStore
 
@@ -342,7 +343,8 @@ def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
     except ImportError as exc:  # pragma: no cover - matplotlib is in the search extra
         _LOG.warning("pareto.png not written: %s (pip install 'tunegate[search]')", exc)
     try:
-        StudyStore(run_dir, config.search_space(), objectives).sync(points)
+        if config.search.study is None:  # else the shared study holds the trials already
+            StudyStore(run_dir, config.search_space(), objectives).sync(points)
     except ImportError as exc:  # pragma: no cover - optuna is in the search extra
         _LOG.warning("study.db not written: %s (pip install 'tunegate[search]')", exc)
     atomic_write_text(marker, digest)
