@@ -153,6 +153,15 @@ class BayesProposer(BaseProposer):
     def _evaluated(self) -> set[tuple[float, ...]]:
         return {tuple(self.space.to_unit(p.config)) for p in self.proposals}
 
+    def _designed(self) -> int:
+        """Configs that count toward the initial design: this run's proposals and the distinct
+        configs other workers evaluated that this run did not (every worker's trial 0 is the
+        same baseline: four copies of it are one point, not four), so a late joiner models
+        sooner but never on copies of one point."""
+        own = self._evaluated()
+        others = {tuple(self.space.to_unit(r.config)) for r in self.shared}
+        return len(self.proposals) + len(others - own)
+
     def _from_design(self) -> tuple[tuple[float, ...], str] | None:
         seen = self._evaluated()
         while self._design_cursor < len(self._design):
@@ -168,8 +177,7 @@ class BayesProposer(BaseProposer):
         if self.random_every and round_number % self.random_every == 0:
             return snap(self.space, self._rng(round_number).random(self.space.dims)), "random"
         X_ok, Y_ok, X_all, started = self.dataset()
-        # other workers' results count toward the initial design: a late joiner models sooner
-        if len(self.proposals) + len(self.shared) < self.initial or len(X_ok) < 2:
+        if self._designed() < self.initial or len(X_ok) < 2:
             designed = self._from_design()
             if designed is not None:
                 return designed

@@ -71,11 +71,13 @@ def _create_or_join(optuna: Any, url: str, name: str,
     """``optuna.create_study(load_if_exists=True)``, retried: workers starting together race
     to create the schema and the study (measured: two runs started at once on one new SQLite
     file, one failed with ``UNIQUE constraint failed: alembic_version``); the loser joins."""
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
     for attempt in range(_CREATE_ATTEMPTS):
         try:
             return optuna.create_study(storage=url, study_name=name, load_if_exists=True,
                                        directions=directions)
-        except Exception:  # sqlalchemy IntegrityError/OperationalError, DuplicatedStudyError
+        except (IntegrityError, OperationalError, optuna.exceptions.DuplicatedStudyError):
             if attempt == _CREATE_ATTEMPTS - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))
@@ -92,7 +94,10 @@ class StudyStore:
         name: The study's name.
         url: An Optuna storage URL instead of the run directory's SQLite file.
         fingerprint: What makes this run's trials comparable with a shared study's; a study
-            holding another fingerprint is refused (``None``: not checked).
+            holding another fingerprint is refused (``None``: not checked). Every trial
+            carries it too, and :meth:`others` reads only trials with this run's: two runs
+            that create one study at the same instant cannot both pass the study-level check
+            unnoticed and then mix their numbers.
 
     Raises:
         ConfigError: The study holds trials of a different search (its fingerprint differs),
@@ -109,6 +114,7 @@ class StudyStore:
         self.url = url or f"sqlite:///{Path(run_dir).resolve() / STUDY_FILE}"
         self.space = space
         self.objectives = list(objectives)
+        self.fingerprint = fingerprint
         directions: list[Literal["minimize", "maximize"]] = [
             "maximize" if o.direction == "higher" else "minimize" for o in self.objectives]
         self.study = _create_or_join(optuna, self.url, name, directions)
@@ -130,8 +136,9 @@ class StudyStore:
         """Add the trials not yet stored for ``run``; returns how many were added.
 
         Each trial: ``trial`` (number), ``params`` (config), ``values`` (metric -> value, or
-        ``None`` for a failed start), optional ``reason`` and ``value`` (the objective as the
-        proposer was told it, higher is better).
+        ``None`` for a failed start), optional ``reason``, ``value`` (the objective as the
+        proposer was told it, higher is better) and ``attrs`` (more user attributes, e.g. where
+        the run lives, for people browsing the study).
         """
         import optuna
         from optuna.trial import TrialState
@@ -157,20 +164,23 @@ class StudyStore:
                 values=[float(v) for v in values] if ok and values is not None else None,
                 state=TrialState.COMPLETE if ok else TrialState.FAIL,
                 user_attrs={"trial": number, "reason": str(trial.get("reason", "")),
-                            "run": run, "value": trial.get("value"), "values": raw})
+                            "run": run, "value": trial.get("value"), "values": raw,
+                            "fingerprint": self.fingerprint, **dict(trial.get("attrs", {}))})
             self.study.add_trial(frozen)
             stored.add((run, number))
             added += 1
         return added
 
     def others(self, run: str) -> list[dict[str, Any]]:
-        """The trials other runs stored (``run``, ``trial``, ``config``, ``value``, ``values``),
-        ordered by run and trial, so the same study contents always read the same."""
+        """The trials other runs of the same search stored (``run``, ``trial``, ``config``,
+        ``value``, ``values``; same fingerprint), ordered by run and trial, so the same study
+        contents always read the same."""
         out = [{"run": t.user_attrs["run"], "trial": t.user_attrs.get("trial"),
                 "config": dict(t.params), "value": t.user_attrs.get("value"),
                 "values": t.user_attrs.get("values")}
                for t in self.study.get_trials(deepcopy=False)
-               if t.user_attrs.get("run") not in (None, run)]
+               if t.user_attrs.get("run") not in (None, run)
+               and t.user_attrs.get("fingerprint") == self.fingerprint]
         return sorted(out, key=lambda t: (str(t["run"]), int(t["trial"])))
 
     def trials(self) -> list[dict[str, Any]]:

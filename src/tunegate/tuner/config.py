@@ -25,6 +25,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import pydantic
 from pydantic import (
@@ -159,11 +160,12 @@ def _slo_rule(rule: str) -> str:
 def _study_url(url: str) -> str:
     """A storage URL without a password: the config is copied into the journal and into every
     proposal decision, so a secret there would be written to disk many times."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or not scheme:
+    parts = urlsplit(url)
+    if not parts.scheme or "://" not in url:
         raise ValueError(f"study {url!r}: expected an Optuna storage URL such as "
                          "'sqlite:////path/to/study.db' or 'postgresql://user@host/db'")
-    if ":" in rest.partition("@")[0] and "@" in rest:
+    query = {key.lower() for key in parse_qs(parts.query)}
+    if parts.password is not None or query & {"password", "passwd", "pwd"}:
         raise ValueError("study: the URL holds a password, which would be written into the "
                          "journal and the decision log; use the database's own secret store "
                          "(PGPASSWORD, ~/.pgpass, ~/.my.cnf) and a URL without it")
@@ -193,10 +195,11 @@ class SearchSection(_Strict):
 
     ``study``: an Optuna storage URL (``"sqlite:////shared/tunegate.db"``,
     ``"postgresql://user@host/db"``) that several tuning runs share, under ``study_name``. Each
-    run writes its results there as it goes and, before every Bayesian proposal, its model
-    learns the results the other runs wrote (recorded in the decision's history, so replay
-    holds). Runs may share a study only when their numbers are comparable: a study holding a
-    different space, objectives, SLOs, workload, benchmark or engine is refused. Without it
+    run writes its results there as it goes and, before every proposal, reads the results
+    the other runs wrote (recorded in the decision's history, so replay holds), which Bayesian
+    optimisation models. Runs may share a study only when their numbers are comparable: a
+    study holding a different space, objectives, SLOs, workload, benchmark or engine is
+    refused. Without it
     each run keeps its own ``study.db`` (a mirror written at the end, ``[report] plots``).
     """
 

@@ -249,6 +249,9 @@ def slo_guard(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
         >>> slo_guard({"trial": 3, "slos": ["p99_ttft_ms <= 3000"],
         ...            "candidate": {"p99_ttft_ms": 3400.0}, "kept": {"p99_ttft_ms": 2100.0}}, 0)
         {'keep': False, 'missed': ['p99_ttft_ms <= 3000 (measured 3400, kept 2100)']}
+        >>> slo_guard({"trial": 4, "slos": ["p99_ttft_ms <= 3000"], "candidate": {},
+        ...            "kept": {"p99_ttft_ms": 2100.0}}, 0)["missed"]
+        ['p99_ttft_ms <= 3000 (not measured, kept 2100)']
     """
     missed = []
     for rule in inputs["slos"]:

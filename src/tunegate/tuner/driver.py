@@ -22,11 +22,12 @@ import contextlib
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tunegate.errors import LeaseBusyError, TunegateError
+from tunegate.errors import ConfigError, LeaseBusyError, TunegateError
 from tunegate.servers.adapters import ServerConfig, VirtualSimulator, create_adapter
 from tunegate.servers.lifecycle import RestartStatus, restart, start_with_verification
 from tunegate.stats import gate as stats_gate
@@ -43,7 +44,7 @@ from tunegate.tuner.journal import Journal
 from tunegate.tuner.lease import Lease
 from tunegate.tuner.measure import Measurement, measure
 from tunegate.tuner.runstate import RunState
-from tunegate.tuner.shared import new_results, open_study, run_key
+from tunegate.tuner.shared import new_results, open_study, run_label
 from tunegate.tuner.states import Event, State, next_state
 from tunegate.tuner.summary import write_summary
 from tunegate.workload import build_workload
@@ -115,7 +116,9 @@ class Tuner:
         self._seen: dict[tuple[str, str], str] = {}
         self.study: Any = None
         """The study shared with other runs (``[search] study``), opened by :meth:`run`."""
-        self.run_key = run_key(self.run_dir)
+        self._learn_read = False
+        """Whether the PROPOSE handler running now already read the shared study (a journalled
+        ``learn`` record after the last transition: a resume re-runs it with that data)."""
 
     # ---- set-up, persistence ------------------------------------------------------------
     def _adapter(self) -> Any:
@@ -196,19 +199,29 @@ class Tuner:
         fresh = RunState(bench=self.config.benchmark.model_dump(),
                          baseline=self._engine(self.space.default()
                                                | dict(self.config.baseline)))
+        if self.config.search.study is not None:
+            fresh.run_id = uuid.uuid4().hex
         if not resume:
             self.rs = fresh
             return
         last: dict[str, Any] | None = None
         after: list[dict[str, Any]] = []
+        learnt: list[dict[str, Any]] = []
         for record in self.journal.records:
             if record.type == "transition":
-                last, after = record.data["state"], []
+                last, after, learnt = record.data["state"], [], []
             elif record.type == "measurement":
                 after.append(record.data)
+            elif record.type == "learn":
+                learnt.append(record.data)
         self.rs = fresh if last is None else RunState.from_json(last)  # crashed before LEASE
+        if not self.rs.run_id:
+            self.rs.run_id = fresh.run_id
         for measurement in after:
             self.rs.absorb(measurement)
+        for read in learnt:  # PROPOSE had read the study: decide on the same data again
+            self.rs.history += read["events"]
+            self._learn_read = True
         if isinstance(self.adapter, VirtualSimulator) and self.rs.adapter_state:
             self.adapter.elapsed_s = float(self.rs.adapter_state["elapsed_s"])
             self.adapter.starts = int(self.rs.adapter_state["starts"])
@@ -274,8 +287,8 @@ class Tuner:
             State.VALIDATE: self._validate, State.VERIFY: self._verify, State.GATE: self._gate,
             State.KEEP: self._keep, State.ROLLBACK: self._rollback,
         }
-        if self.config.search.study is not None:  # refused before anything is written
-            self.study = open_study(self.config, self.run_dir)
+        if self.config.search.study is not None:
+            self._open_study(resume)
         self.lease = Lease(self.lock_dir, self._service_id(), ttl_s=LEASE_TTL_S)
         try:
             # A resumed run's previous holder was probably killed: its lease expires after
@@ -482,16 +495,44 @@ class Tuner:
         candidate = rs.candidate or {}
         result = {"trial": event["trial"], "value": event["value"], "values": event["values"],
                   "params": self._tunable(params or candidate["params"]),
-                  "reason": reason or candidate.get("reason", "")}
+                  "reason": reason or candidate.get("reason", ""),
+                  "attrs": {"run_dir": run_label(self.run_dir)}}
         self._with_study(f"writing trial {event['trial']}",
-                         lambda: self.study.sync([result], run=self.run_key))
+                         lambda: self.study.sync([result], run=rs.run_id))
+
+    def _open_study(self, resume: bool) -> None:
+        """Join the shared study. A fresh run that cannot is refused before it writes anything
+        (a wrong URL, another search's study); a resumed run goes on without it, since its
+        measurements are in the journal and the study is a side channel."""
+        try:
+            self.study = open_study(self.config, self.run_dir)
+        except ConfigError as exc:
+            if not resume:
+                raise
+            self.say(f"shared study: {exc}; resuming without it")
+
+    def _learn_shared(self) -> None:
+        """Before a proposal: append the other runs' new results to the history as ``learn``
+        events, journalled first, so a resume after a crash here decides on the same data
+        (one proposal decision, not two) however the study grew meanwhile."""
+        rs = self.rs
+        if self.study is None or self._learn_read:
+            self._learn_read = False
+            return
+        others = self._with_study("reading the other runs' results",
+                                  lambda: self.study.others(rs.run_id))
+        events = new_results(rs.history, others or [])
+        assert self.journal is not None
+        self.journal.append("learn", {"events": events})
+        rs.history += events
 
     def _own_results(self) -> list[dict[str, Any]]:
         """Every result this run told its proposer, with its config (for the final sync)."""
         rs = self.rs
         params = {t["trial"]: t["params"] for t in rs.trials_log}
         return [{"trial": e["trial"], "value": e["value"], "values": e["values"],
-                 "params": self._tunable(params[e["trial"]]), "reason": "resynced"}
+                 "params": self._tunable(params[e["trial"]]), "reason": "resynced",
+                 "attrs": {"run_dir": run_label(self.run_dir)}}
                 for e in rs.history if e["op"] == "tell" and e["trial"] in params]
 
     def _with_study(self, what: str, action: Callable[[], Any]) -> Any:
@@ -550,10 +591,7 @@ class Tuner:
             rs.candidate = {"trial": trial, "params": params, "remedy": True,
                             "reason": f"remedy for {remedy['finding']}"}
         else:
-            if self.study is not None:
-                others = self._with_study("reading the other runs' results",
-                                          lambda: self.study.others(self.run_key))
-                rs.history += new_results(rs.history, others or [])
+            self._learn_shared()
             inputs = {"config": self.config.to_json(), "history": list(rs.history),
                       "budget": rs.search_budget}
             proposal, _ = self._decide(DecisionKind.PROPOSAL, "proposer", inputs)
@@ -844,7 +882,7 @@ class Tuner:
             self.adapter.stop(self.handle)
         if self.study is not None:
             self._with_study("the final sync", lambda: self.study.sync(self._own_results(),
-                                                                         run=self.run_key))
+                                                                         run=rs.run_id))
         line = f"{rs.state.value}: {rs.reason}" if rs.reason else rs.state.value
         rs.story.append(line)
         self.say(line)

@@ -57,6 +57,9 @@ class RunState:
         baseline_values / baseline_invalid: Baseline repeats so far and consecutive invalid
             ones, so a crash in BASELINE resumes where it was.
         reason: Why the run ended (final states).
+        run_id: This run's name in a shared study (``[search] study``): drawn once when the
+            run starts, kept across resumes, so its own results are never read back as
+            another run's (empty without a shared study, or before the first snapshot).
     """
 
     state: State = State.LEASE
@@ -90,6 +93,7 @@ class RunState:
     baseline_invalid: int = 0
     baseline_findings: list[str] = field(default_factory=list)
     reason: str = ""
+    run_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A deep copy as plain JSON types (the journal's snapshot); a JSON round trip copies

@@ -16,6 +16,7 @@ one and refuses the others with a :class:`~tunegate.errors.ConfigError`.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import socket
 from collections.abc import Mapping, Sequence
@@ -25,11 +26,13 @@ from typing import Any
 from tunegate.errors import ConfigError
 from tunegate.tuner.config import TuneConfig
 
-__all__ = ["fingerprint", "new_results", "open_study", "run_key"]
+__all__ = ["fingerprint", "new_results", "open_study", "run_label"]
 
 
-def run_key(run_dir: Path) -> str:
-    """This run's name in a shared study: host and run directory (stable across resumes)."""
+def run_label(run_dir: Path) -> str:
+    """Where a run lives, for people browsing a shared study (``host:/path``). Not its
+    identity: that is :attr:`~tunegate.tuner.runstate.RunState.run_id`, which survives a
+    resume on another host or from a moved directory."""
     return f"{socket.gethostname()}:{Path(run_dir).resolve()}"
 
 
@@ -57,11 +60,11 @@ def open_study(config: TuneConfig, run_dir: Path) -> Any:
             not installed.
     """
     assert config.search.study is not None
-    try:
-        from tunegate.search.storage import StudyStore
-    except ImportError as exc:  # pragma: no cover - optuna is in the search extra
-        raise ConfigError(f"search.study needs Optuna: {exc} (pip install 'tunegate[search]')"
-                          ) from None
+    if importlib.util.find_spec("optuna") is None:  # pragma: no cover - in the search extra
+        raise ConfigError("search.study needs Optuna, which is not installed "
+                          "(pip install 'tunegate[search]')")
+    from tunegate.search.storage import StudyStore
+
     try:
         return StudyStore(run_dir, config.search_space(), config.objectives(),
                           name=config.search.study_name, url=config.search.study,

@@ -133,7 +133,8 @@ def _shared_study(config: TuneConfig, rs: RunState) -> dict[str, Any] | None:
         return None
     learned = [e for e in rs.history if e["op"] == "learn"]
     return {"url": config.search.study, "name": config.search.study_name,
-            "learned": len(learned), "runs": sorted({str(e["run"]) for e in learned})}
+            "learned": len(learned), "runs": sorted({str(e["run"]) for e in learned}),
+            "modelled": _used(rs) == "bayes"}
 
 
 def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
@@ -281,8 +282,11 @@ def _search_section(summary: dict[str, Any], *, plots: bool = True) -> list[str]
         "; these proposals were made before the tuner passed its budget to the proposer.")
     shared = search.get("shared_study")
     if shared:
-        chose += (f" Shared study `{shared['name']}` ({shared['url']}): the model learnt "
-                  f"{shared['learned']} result(s) of {len(shared['runs'])} other run(s).")
+        got = f"{shared['learned']} result(s) of {len(shared['runs'])} other run(s)"
+        chose += (f" Shared study `{shared['name']}` ({shared['url']}): " + (
+            f"the model learnt {got}." if shared["modelled"] else
+            f"read {got}, which the {used} proposer does not model (only Bayesian "
+            "optimisation does)."))
     lines = ["## Search and Pareto delivery", "", chose, "", *_early_lines(search), "",
              f"Pareto set ({WORDING}; dominance rate = share of the {delivery['complete']} "
              "measured configs each one dominates):", "",

@@ -169,7 +169,10 @@ class WorkloadConfig(BaseModel):
         return None if path is None else str(path)
 
 
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^:/@\s]*:)[^@\s]*(?=@)")
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^:/@\s]*:)[^\s/]*(?=@)")
+"""``scheme://user:`` then the password, up to the *last* ``@`` before the path (a password
+may hold ``@``)."""
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)[^&\s'\"]*", re.I)
 
 
 def _shown(value: Any, limit: int = 80) -> str:
@@ -179,8 +182,11 @@ def _shown(value: Any, limit: int = 80) -> str:
     Example:
         >>> _shown("postgresql://tuner:s3cret@db/tunegate")
         "'postgresql://tuner:***@db/tunegate'"
+        >>> _shown("postgresql://tuner:p@ss@db/tunegate?password=s3cret")
+        "'postgresql://tuner:***@db/tunegate?password=***'"
     """
     text = _URL_PASSWORD.sub(r"\g<head>***", repr(value))
+    text = _QUERY_PASSWORD.sub(r"\g<head>***", text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

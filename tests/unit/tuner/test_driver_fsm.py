@@ -1047,6 +1047,34 @@ def test_a_crash_around_an_slo_rollback_resumes_to_one_verdict(
     check_decisions(tmp_path / "run", rs)
 
 
+def test_a_crash_after_the_slo_guard_decided_resumes_to_one_guard_decision(
+        scripted: Callable[[], Env], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = scripted()
+    env.level_plan = "better"
+    env.trial_p99_ttft = {1: 3400.0}
+    config = make_config(budget=1, recheck_every=0, search={"slos": ["p99_ttft_ms <= 3000"]})
+    real_tell = driver.Tuner._tell
+
+    def crashing(self: driver.Tuner, event: dict[str, Any], *args: Any) -> None:
+        if event["trial"] == 1 and not crashed:  # inside GATE: both decisions recorded
+            crashed.append(decisions_of(tmp_path / "run", "slo_guard"))
+            raise Crash("gate")
+        real_tell(self, event, *args)
+
+    crashed: list[list[dict[str, Any]]] = []
+    monkeypatch.setattr(driver.Tuner, "_tell", crashing)
+    with pytest.raises(Crash):
+        run_with(env, config, tmp_path / "run")
+    assert len(crashed[0]) == 1  # the guard had decided when the run died
+    env.running = None
+    rs = run_with(env, config, tmp_path / "run", resume=True)
+    assert env.violations == []
+    assert [t["verdict"] for t in rs.trials_log] == ["BASELINE", "SLO_MISSED"]
+    assert decisions_of(tmp_path / "run", "slo_guard") == crashed[0]  # re-run, not re-recorded
+    check_records(tmp_path / "run", rs)
+    check_decisions(tmp_path / "run", rs)
+
+
 def test_the_budget_chooses_the_proposer_and_the_story_says_why(
         scripted: Callable[[], Env], tmp_path: Path) -> None:
     env = scripted()
