@@ -4,6 +4,7 @@ Pareto PNG."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,37 @@ def test_a_study_of_another_search_is_refused(tmp_path: Path) -> None:
         StudyStore(tmp_path, SPACE, OBJECTIVES, fingerprint="f2")
     with pytest.raises(ConfigError, match="own study name"):  # other objective directions
         StudyStore(tmp_path, SPACE, OBJECTIVES[:1], fingerprint="f1")
+
+
+def test_a_worker_that_loses_the_creation_race_joins(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import optuna
+    from sqlalchemy.exc import IntegrityError
+
+    real = optuna.create_study
+    raced: list[str] = []
+
+    def racing(**kwargs: Any) -> Any:
+        if not raced:  # another worker created the schema in between: as seen with SQLite
+            raced.append(kwargs["study_name"])
+            raise IntegrityError("INSERT INTO alembic_version", {}, Exception("UNIQUE"))
+        return real(**kwargs)
+
+    monkeypatch.setattr(optuna, "create_study", racing)
+    store = StudyStore(tmp_path, SPACE, OBJECTIVES, fingerprint="f1")
+    assert raced == ["tunegate"] and store.sync(TRIALS, run="a") == 3
+
+
+def test_a_broken_url_is_not_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import optuna
+
+    calls: list[int] = []
+
+    def broken(**kwargs: Any) -> Any:
+        calls.append(1)
+        raise ValueError("no such dialect")
+
+    monkeypatch.setattr(optuna, "create_study", broken)
+    with pytest.raises(ValueError, match="no such dialect"):
+        StudyStore(tmp_path, SPACE, OBJECTIVES)
+    assert calls == [1]
