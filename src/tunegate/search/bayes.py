@@ -120,23 +120,16 @@ class BayesProposer(BaseProposer):
         """``(X_ok, Y_ok, X_all, started)``: points with outcomes (raw metric values, one column
         per :attr:`metrics`) and every evaluated point with whether it started."""
         latest = {o.trial: o for o in self.observations}
+        evaluated = [(self.proposals[t].config, latest[t].value, latest[t].values)
+                     for t in sorted(latest) if 0 <= t < len(self.proposals)]
+        # other workers' configs: data for the model, not trials of this run
+        evaluated += [(r.config, r.value, r.values) for r in self.shared]
         x_ok, y_ok, x_all, started = [], [], [], []
-        for trial in sorted(latest):
-            obs = latest[trial]
-            if not 0 <= trial < len(self.proposals):
-                continue
-            x = self.space.to_unit(self.proposals[trial].config)
+        for config, value, values in evaluated:
+            x = self.space.to_unit(config)
             x_all.append(x)
-            started.append(obs.value is not None or bool(obs.values))
-            row = self._outcome(obs.value, dict(obs.values))
-            if row is not None:
-                x_ok.append(x)
-                y_ok.append(row)
-        for result in self.shared:  # other workers' configs: data for the model, not trials
-            x = self.space.to_unit(result.config)
-            x_all.append(x)
-            started.append(result.value is not None or bool(result.values))
-            row = self._outcome(result.value, dict(result.values))
+            started.append(value is not None or bool(values))
+            row = self._outcome(value, dict(values))
             if row is not None:
                 x_ok.append(x)
                 y_ok.append(row)

@@ -702,9 +702,10 @@ class Crash(BaseException):
     """kill -9 at a chosen point (BaseException: nothing in the tuner catches it)."""
 
 
-def crash_when(state: State) -> Callable[[RunState], None]:
+def crash_when(state: State, trial: int | None = None) -> Callable[[RunState], None]:
+    """A transition hook that crashes on entering ``state`` (with candidate ``trial``)."""
     def hook(rs: RunState) -> None:
-        if rs.state is state:
+        if rs.state is state and (trial is None or (rs.candidate or {}).get("trial") == trial):
             raise Crash(state.value)
     return hook
 
@@ -925,12 +926,8 @@ def test_a_crash_around_an_early_stop_resumes_to_one_verdict(
     env.trial_levels = dict(WORSE_THIRD)
     config = make_config(budget=4, recheck_every=0)
 
-    def hook(rs: RunState) -> None:
-        if rs.state is state and (rs.candidate or {}).get("trial") == 3:
-            raise Crash(state.value)
-
     with pytest.raises(Crash):
-        run_with(env, config, tmp_path / "run", on_transition=hook)
+        run_with(env, config, tmp_path / "run", on_transition=crash_when(state, trial=3))
     env.running = None
     rs = run_with(env, config, tmp_path / "run", resume=True)
     assert env.violations == []
@@ -1030,12 +1027,8 @@ def test_a_crash_around_an_slo_rollback_resumes_to_one_verdict(
     env.trial_p99_ttft = {1: 3400.0}
     config = make_config(budget=1, recheck_every=0, search={"slos": ["p99_ttft_ms <= 3000"]})
 
-    def hook(rs: RunState) -> None:
-        if rs.state is state and (rs.candidate or {}).get("trial") == 1:
-            raise Crash(state.value)
-
     with pytest.raises(Crash):
-        run_with(env, config, tmp_path / "run", on_transition=hook)
+        run_with(env, config, tmp_path / "run", on_transition=crash_when(state, trial=1))
     env.running = None
     rs = run_with(env, config, tmp_path / "run", resume=True)
     assert env.violations == []
