@@ -12,6 +12,7 @@ fixes in the argv template (``--fault-mode``). So every candidate fails the same
   VALIDATE, every trial is rolled back, the budget runs out (exit 0), the kept config serves.
 
 Lease: a second ``tunegate tune`` on the same (non-virtual) service exits 5 naming the holder.
+Ctrl-C during a benchmark repeat stops the run with exit 130, the partial repeat discarded.
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ def free_port() -> int:
 
 
 def write_config(path: Path, port: int, fault_mode: str, *, budget: int = 3,
-                 baseline_fault: int = 0, startup_budget_s: float = 1.0) -> Path:
+                 baseline_fault: int = 0, startup_budget_s: float = 1.0,
+                 ttft_ms: float = 20.0) -> Path:
     argv = [sys.executable, str(SERVER), "--port", "{port}", "--model", "{model}",
-            "--fault-mode", fault_mode, "--delay", "30", "--requests", "3"]
+            "--fault-mode", fault_mode, "--delay", "30", "--requests", "3",
+            "--ttft-ms", str(ttft_ms)]
     if baseline_fault:
         argv[argv.index("30")] = "4"  # the holder's slow baseline: 4 s to bind
     path.write_text(f"""
@@ -229,6 +232,37 @@ def test_a_second_run_on_the_same_service_exits_5_naming_the_holder(
     assert "Traceback" not in second.stderr
     assert not (second_dir / "journal.jsonl").exists()
     assert first.returncode == 130, out + err  # the holder was interrupted, not refused
+
+
+def test_ctrl_c_during_a_benchmark_repeat_stops_the_run_with_130(
+        tmp_path: Path, servers: list[Path]) -> None:
+    """The load generator turns SIGINT into a graceful stop of the benchmark; the tuning run
+    must still stop. It once went on with the partial repeat: here that ended with exit 3 (the
+    partial preflight judged invalid data), in CI's lease test with exit 0."""
+    port, run_dir = free_port(), tmp_path / "run"
+    servers.append(run_dir)
+    # each request waits 3 s for its first token: the preflight's 8 requests at concurrency 2
+    # take ~12 s, after a start whose verification completion takes ~3 s
+    config = write_config(tmp_path / "tune.toml", port, "exit", ttft_ms=3000.0)
+    env = {**os.environ, "TUNEGATE_LOCK_DIR": str(tmp_path / "locks")}
+    proc = subprocess.Popen([sys.executable, "-m", "tunegate", "tune", "--config", str(config),
+                             "--run-dir", str(run_dir), "--quiet"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal = run_dir / "journal.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+            not journal.exists() or b'"baseline"' not in journal.read_bytes()):
+        time.sleep(0.05)
+    time.sleep(7.0)  # inside the preflight benchmark: after ~3.5 s, before ~15 s
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "aborted" and summary["reason"] == "interrupted by the operator"
+    measured = [r for r in read_journal(journal).records if r.type == "measurement"]
+    assert measured == []  # the interrupted preflight is not a measurement
 
 
 def test_quiet_still_says_why_the_run_was_refused(tmp_path: Path) -> None:

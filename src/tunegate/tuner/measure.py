@@ -69,7 +69,14 @@ def _records(
         api_key=config.api_key, request_timeout_s=bench.request_timeout_s,
         run_id=f"tunegate-tune-{repeat}",
     )
-    return run_workload(workload, client).records
+    result = run_workload(workload, client)
+    if result.interrupted:
+        # The load generator turns Ctrl-C (and SIGTERM) into a graceful stop and returns the
+        # partial records, which is right for ``tunegate bench``. Here the operator asked the
+        # tuning run to stop: a partial repeat is not a repeat, so the run aborts as it would
+        # have outside a benchmark (exit 130); the journalled repeats are kept.
+        raise KeyboardInterrupt("interrupted during a benchmark repeat")
+    return result.records
 
 
 def measure(
