@@ -40,7 +40,8 @@ PROPOSER_VERSION = "select_proposer/2"
 events carry the metric means; logs of ``sobol_local/1`` (no budget, BO for every run) are told
 apart and not re-derived with today's rule. ``[search] slos`` and ``objectives`` did not bump
 it: a config without them (every journal written before they existed) builds exactly the
-proposer it built before (:func:`search_goals`), so old decisions replay unchanged."""
+proposer it built before (:func:`search_goals`), so old decisions replay unchanged. Nor did
+``learn`` events (``[search] study``): a history without them replays as before."""
 
 REMEDIES: dict[str, dict[str, Any]] = {
     "prefill_slower_than_decode": {"enable_chunked_prefill": True},
