@@ -138,6 +138,15 @@ def servers() -> Iterator[list[Path]]:
                 os.killpg(group, signal.SIGKILL)
 
 
+def interruptible(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start ``argv`` with SIGINT at its default, so that Ctrl-C (SIGINT) reaches it even when
+    this test runs as a background job, whose shell starts it with SIGINT ignored (an
+    inherited SIG_IGN, which Python then keeps)."""
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def tune(*args: str, lock_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TUNEGATE_LOCK_DIR": str(lock_dir)}
     return subprocess.run([sys.executable, "-m", "tunegate", "tune", *args], env=env,
@@ -213,9 +222,8 @@ def test_a_second_run_on_the_same_service_exits_5_naming_the_holder(
     holder_config = write_config(tmp_path / "holder.toml", port, "slow", baseline_fault=1,
                                  startup_budget_s=20)
     env = {**os.environ, "TUNEGATE_LOCK_DIR": str(locks)}
-    first = subprocess.Popen([sys.executable, "-m", "tunegate", "tune", "--config",
-                              str(holder_config), "--run-dir", str(first_dir), "--quiet"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = interruptible([sys.executable, "-m", "tunegate", "tune", "--config",
+                           str(holder_config), "--run-dir", str(first_dir), "--quiet"], env)
     try:
         deadline = time.monotonic() + 30
         while not list(locks.glob("*.lease/*.json")) and time.monotonic() < deadline:
@@ -245,9 +253,8 @@ def test_ctrl_c_during_a_benchmark_repeat_stops_the_run_with_130(
     # take ~12 s, after a start whose verification completion takes ~3 s
     config = write_config(tmp_path / "tune.toml", port, "exit", ttft_ms=3000.0)
     env = {**os.environ, "TUNEGATE_LOCK_DIR": str(tmp_path / "locks")}
-    proc = subprocess.Popen([sys.executable, "-m", "tunegate", "tune", "--config", str(config),
-                             "--run-dir", str(run_dir), "--quiet"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = interruptible([sys.executable, "-m", "tunegate", "tune", "--config", str(config),
+                          "--run-dir", str(run_dir), "--quiet"], env)
     journal = run_dir / "journal.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (

@@ -75,13 +75,18 @@ def split_workload(workload: Workload, workers: int) -> list[Workload]:
 
 @contextlib.contextmanager
 def _signals_set(stop: Callable[[], None]) -> Iterator[None]:
-    """Route SIGINT/SIGTERM to ``stop`` (main thread only; elsewhere nothing changes)."""
+    """Route SIGINT/SIGTERM to ``stop`` (main thread only; elsewhere nothing changes).
+
+    A signal this process ignores stays ignored: a job started in the background by a shell
+    gets SIGINT ignored, and a Ctrl-C meant for the foreground must not stop it.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
     for sig in _STOP_SIGNALS:
-        signal.signal(sig, lambda *_: stop())
+        if previous[sig] is not signal.SIG_IGN:
+            signal.signal(sig, lambda *_: stop())
     try:
         yield
     finally:

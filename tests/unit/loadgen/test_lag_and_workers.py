@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 from tunegate.loadgen.lag import LagMonitor, LagSummary
-from tunegate.loadgen.workers import split_workload
+from tunegate.loadgen.workers import _signals_set, split_workload
 from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
 
 
@@ -58,3 +59,23 @@ def test_split_keeps_every_request_once_with_its_offset() -> None:
 def test_split_divides_closed_loop_slots() -> None:
     parts = split_workload(_workload(10, offsets=False, cap=5), 2)
     assert [p.schedule.max_concurrency for p in parts] == [3, 2]
+
+
+def test_a_run_routes_stop_signals_but_keeps_an_ignored_one_ignored() -> None:
+    """Ctrl-C stops a benchmark gracefully; a background job (SIGINT ignored by its shell)
+    keeps ignoring it."""
+    stops: list[int] = []
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with _signals_set(lambda: stops.append(1)):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            handler = signal.getsignal(signal.SIGTERM)
+            assert callable(handler)
+            handler(signal.SIGTERM, None)
+        assert stops == [1]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == saved[signal.SIGTERM]
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
