@@ -199,8 +199,8 @@ class SearchSection(_Strict):
     the other runs wrote (recorded in the decision's history, so replay holds), which Bayesian
     optimisation models. Runs may share a study only when their numbers are comparable: a
     study holding a different space, objectives, SLOs, workload, benchmark or engine is
-    refused. Without it
-    each run keeps its own ``study.db`` (a mirror written at the end, ``[report] plots``).
+    refused. Without it each run keeps its own ``study.db`` (a mirror written at the end,
+    ``[report] plots``).
     """
 
     early_stopping: bool = Field(default=True, description="stop clearly worse candidates "
