@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,13 +100,13 @@ def test_unreachable_server_without_model_is_a_usage_error(capsys) -> None:
     assert "pass --model" in capsys.readouterr().err
 
 
-def test_ctrl_c_writes_what_was_measured(tmp_path: Path) -> None:
+def test_ctrl_c_writes_what_was_measured(
+        tmp_path: Path, interruptible: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "partial.json"
     with serve_in_process(Behaviour(ttft_ms=10, itl_ms=50, tokens=60)) as url:
-        proc = subprocess.Popen(
+        proc = interruptible(
             [sys.executable, "-m", "tunegate", *_args(url, "--out", str(out),
                                                       "--output-tokens", "60")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         time.sleep(2.0)
         proc.send_signal(signal.SIGINT)

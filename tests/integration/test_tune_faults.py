@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,8 @@ from tunegate.tuner.decisions import replay_decisions
 from tunegate.tuner.journal import read_journal
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+Interruptible = Callable[..., "subprocess.Popen[str]"]  # the conftest fixture's type
 
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "tune" / "stream_server.py"
 
@@ -138,15 +140,6 @@ def servers() -> Iterator[list[Path]]:
                 os.killpg(group, signal.SIGKILL)
 
 
-def interruptible(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start ``argv`` with SIGINT at its default, so that Ctrl-C (SIGINT) reaches it even when
-    this test runs as a background job, whose shell starts it with SIGINT ignored (an
-    inherited SIG_IGN, which Python then keeps)."""
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
 def tune(*args: str, lock_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TUNEGATE_LOCK_DIR": str(lock_dir)}
     return subprocess.run([sys.executable, "-m", "tunegate", "tune", *args], env=env,
@@ -213,7 +206,7 @@ def test_a_server_that_dies_after_n_requests_is_discarded_by_validate(
 
 
 def test_a_second_run_on_the_same_service_exits_5_naming_the_holder(
-        tmp_path: Path, servers: list[Path]) -> None:
+        tmp_path: Path, servers: list[Path], interruptible: Interruptible) -> None:
     port = free_port()
     locks = tmp_path / "locks"
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
@@ -223,7 +216,8 @@ def test_a_second_run_on_the_same_service_exits_5_naming_the_holder(
                                  startup_budget_s=20)
     env = {**os.environ, "TUNEGATE_LOCK_DIR": str(locks)}
     first = interruptible([sys.executable, "-m", "tunegate", "tune", "--config",
-                           str(holder_config), "--run-dir", str(first_dir), "--quiet"], env)
+                           str(holder_config), "--run-dir", str(first_dir), "--quiet"],
+                          env=env)
     try:
         deadline = time.monotonic() + 30
         while not list(locks.glob("*.lease/*.json")) and time.monotonic() < deadline:
@@ -243,7 +237,7 @@ def test_a_second_run_on_the_same_service_exits_5_naming_the_holder(
 
 
 def test_ctrl_c_during_a_benchmark_repeat_stops_the_run_with_130(
-        tmp_path: Path, servers: list[Path]) -> None:
+        tmp_path: Path, servers: list[Path], interruptible: Interruptible) -> None:
     """The load generator turns SIGINT into a graceful stop of the benchmark; the tuning run
     must still stop. It once went on with the partial repeat: here that ended with exit 3 (the
     partial preflight judged invalid data), in CI's lease test with exit 0."""
@@ -254,7 +248,7 @@ def test_ctrl_c_during_a_benchmark_repeat_stops_the_run_with_130(
     config = write_config(tmp_path / "tune.toml", port, "exit", ttft_ms=3000.0)
     env = {**os.environ, "TUNEGATE_LOCK_DIR": str(tmp_path / "locks")}
     proc = interruptible([sys.executable, "-m", "tunegate", "tune", "--config", str(config),
-                          "--run-dir", str(run_dir), "--quiet"], env)
+                          "--run-dir", str(run_dir), "--quiet"], env=env)
     journal = run_dir / "journal.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (
