@@ -180,3 +180,25 @@ def test_a_result_from_another_space_is_not_learnt(config: dict) -> None:
     assert proposer.learn({"x": 0.5, "y": 20, "flag": True}, None) is True  # a failed start
     _, _, X_all, started = proposer.dataset()
     assert len(X_all) == 1 and not started[0]
+
+
+def test_a_proposal_remembered_without_shared_results_is_not_reused_with_them() -> None:
+    """Proposals are memoised by the proposer's state; another worker's results are part of it.
+
+    Two proposers with the same own trials, one of them also knowing another worker's results:
+    the second must get the point its own data gives, not the first one's remembered point."""
+    own = _run(3, 8)
+    history = [event for p, o in zip(own.proposals, own.observations, strict=True)
+               for event in ({"op": "register", "config": p.config, "reason": p.reason},
+                             {"op": "tell", "trial": o.trial, "value": o.value})]
+    shared = _shared_from(_run(7, 8))
+    bayes._MEMO.clear()
+    alone = BayesProposer(SPACE, 1, **FAST)
+    replay_history(alone, history)
+    informed = BayesProposer(SPACE, 1, **FAST)
+    replay_history(informed, [*shared, *history])
+    first, second = alone.ask(), informed.ask()
+    bayes._MEMO.clear()
+    fresh = BayesProposer(SPACE, 1, **FAST)
+    replay_history(fresh, [*shared, *history])
+    assert second.config == fresh.ask().config != first.config
