@@ -490,12 +490,34 @@ def _load_saved(parser: argparse.ArgumentParser, path: str) -> list[dict[str, An
     return runs
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (``--seeds 0`` would end in a traceback on an
+    empty median)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def problem_names(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    """``--problems a,b``: the names, or a usage error naming the unknown ones."""
+    names = text.split(",")
+    unknown = [n for n in names if n not in PROBLEMS]
+    if unknown:
+        parser.error(f"--problems: unknown {', '.join(unknown)}; choose from "
+                     f"{', '.join(PROBLEMS)}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--budget", type=int, default=30)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seeds", type=positive_int, default=10)
+    parser.add_argument("--budget", type=positive_int, default=30)
+    parser.add_argument("--workers", type=positive_int, default=2)
     parser.add_argument("--problems", default=",".join(PROBLEMS))
     parser.add_argument("--no-mo", action="store_true", help="skip the two-objective part")
     parser.add_argument("--out", help="write every run's delivery and score to this JSON file")
@@ -504,11 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     say = (lambda *a: None) if args.json else print
     t_start = time.perf_counter()
-    names = args.problems.split(",")
-    unknown = [n for n in names if n not in PROBLEMS]
-    if unknown:
-        parser.error(f"--problems: unknown {', '.join(unknown)}; choose from "
-                     f"{', '.join(PROBLEMS)}")
+    names = problem_names(parser, args.problems)
     saved = _load_saved(parser, args.rejudge) if args.rejudge else []
     optimum = {name: enumerate_optimum(PROBLEMS[name], workers=args.workers) for name in names}
     fronts = ({} if args.no_mo else

@@ -107,17 +107,14 @@ def _fraction(problem: se.Problem, config: Config | None, optimum: float) -> flo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--budget", type=int, default=15, help="evaluations per worker")
-    parser.add_argument("--workers", type=int, default=2, help="processes")
+    parser.add_argument("--seeds", type=se.positive_int, default=10)
+    parser.add_argument("--budget", type=se.positive_int, default=15,
+                        help="evaluations per worker")
+    parser.add_argument("--workers", type=se.positive_int, default=2, help="processes")
     parser.add_argument("--problems", default=",".join(se.PROBLEMS))
     args = parser.parse_args(argv)
     say = (lambda *a: None) if args.json else print
-    names = args.problems.split(",")
-    unknown = [n for n in names if n not in se.PROBLEMS]
-    if unknown:
-        parser.error(f"--problems: unknown {', '.join(unknown)}; choose from "
-                     f"{', '.join(se.PROBLEMS)}")
+    names = se.problem_names(parser, args.problems)
     t_start = time.perf_counter()
     optimum = {n: se.enumerate_optimum(se.PROBLEMS[n], workers=args.workers) for n in names}
     jobs = [(arm, n, s, args.budget) for n in names for s in range(args.seeds) for arm in ARMS]
