@@ -8,7 +8,7 @@ however the study grew, and a resumed run (even from a moved directory) keeps it
 a run whose numbers are not comparable (another objective) is refused with exit 2 before it
 writes anything; a study that fails mid-run costs the run nothing and the end of the run
 writes what was skipped; a URL holding a password is refused without echoing it.
-All on the ``simulator-virtual`` adapter; a run of 14 proposals takes about 10 s here.
+All on the ``simulator-virtual`` adapter; a run of 14 proposals took 12-14 s here.
 """
 
 from __future__ import annotations
