@@ -8,7 +8,13 @@ Each check is one recorded :class:`StepResult` (name, status, detail, duration) 
 3. ``completion``: a real streamed completion (tiny prompt, ``max_tokens`` 4, through
    :func:`tunegate.loadgen.client.send_request`) returns at least one token;
 4. ``metrics``: the metrics endpoint shows a sample with the engine's prefix (``vllm:``, ...);
-5. ``accelerator_memory``: ``nvidia-smi`` (or ``npu-smi info``) shows device memory in use at
+5. ``engine_args`` (engines that report their arguments, e.g. SGLang's ``/server_info``):
+   every engine parameter the config sets runs with that value. An engine may decide a value
+   itself (SGLang resolves some arguments after parsing; a switch left out means "engine
+   default"), and a run that records ``False`` while the engine runs ``True`` would label its
+   numbers with the wrong config: a difference fails the step, naming each parameter. An
+   engine that does not answer is *skipped* with the reason, never passed;
+6. ``accelerator_memory``: ``nvidia-smi`` (or ``npu-smi info``) shows device memory in use at
    least the expected weights' size. Without such a tool the step is *skipped* with the reason
    recorded, never passed.
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import shutil
@@ -28,7 +35,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -42,11 +49,13 @@ from tunegate.workload.spec import RequestSpec
 __all__ = [
     "AcceleratorProbe",
     "AcceleratorReading",
+    "EngineArgsCheck",
     "HttpAnswer",
     "StepResult",
     "StepStatus",
     "VerificationReport",
     "check_completion",
+    "check_engine_args",
     "http_get",
     "list_models",
     "probe_accelerator_memory",
@@ -135,7 +144,7 @@ class StepResult:
 
     Attributes:
         name: ``start``, ``healthy``, ``model``, ``completion``, ``metrics``,
-            ``accelerator_memory``.
+            ``engine_args``, ``accelerator_memory``.
         status: Passed, failed, or skipped (``detail`` says why it was skipped).
         detail: What was observed (never a secret).
         duration_s: Wall time the step took.
@@ -297,6 +306,76 @@ def _metrics(base_url: str, path: str, prefix: str | None,
     return StepStatus.FAILED, f"GET {path} shows no sample with prefix {prefix!r}"
 
 
+@dataclass(frozen=True, slots=True)
+class EngineArgsCheck:
+    """What to compare after start: the engine's names for the values the config sets.
+
+    Attributes:
+        expected: Engine argument name (its ``dest``, e.g. ``tp_size``) -> the value the run
+            records for it.
+        paths: Endpoints that report the running arguments, tried in order (SGLang 0.5:
+            ``/server_info``, older: ``/get_server_info``).
+    """
+
+    expected: Mapping[str, object]
+    paths: tuple[str, ...]
+
+
+def _same(want: object, got: object) -> bool:
+    if isinstance(want, bool) or isinstance(got, bool):
+        return want is got
+    if isinstance(want, int | float) and isinstance(got, int | float):
+        return math.isclose(float(want), float(got), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(want, list | tuple) and isinstance(got, list | tuple):
+        return len(want) == len(got) and all(_same(w, g) for w, g in zip(want, got,
+                                                                          strict=True))
+    return str(want) == str(got)
+
+
+def check_engine_args(base_url: str, check: EngineArgsCheck, *,
+                      api_key: str | None = None) -> tuple[StepStatus, str]:
+    """Compare the values the engine reports it runs with the ones the config records.
+
+    Only the requested names are read from the answer (it may hold secrets); their values
+    appear in the detail, so the journal records what the engine really ran.
+    """
+    tried = []
+    for path in check.paths:
+        answer = http_get(base_url + path, timeout_s=10.0, api_key=api_key)
+        if answer.status == 200:
+            break
+        tried.append(f"GET {path} -> {answer.error or answer.status}")
+    else:
+        return StepStatus.SKIPPED, ("; ".join(tried) + ": the engine's running arguments were "
+                                    "not read (not a pass)")
+    try:
+        data = json.loads(answer.body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("server_args"), dict):
+        data = data["server_args"]  # an older layout nests them
+    if not isinstance(data, dict):
+        return StepStatus.SKIPPED, f"GET {path} did not return a JSON object (not a pass)"
+    differ, same, missing = [], [], []
+    for name, want in check.expected.items():
+        if name not in data:
+            missing.append(name)
+        elif _same(want, data[name]):
+            same.append(f"{name}={data[name]!r}")
+        else:
+            differ.append(f"{name}: the config records {want!r}, the engine runs "
+                          f"{data[name]!r}")
+    unread = f"; not reported: {', '.join(missing)}" if missing else ""
+    if differ:
+        return StepStatus.FAILED, (
+            "the engine decided other values than the config records (" + "; ".join(differ)
+            + "): its numbers would be labelled with the wrong config; set these parameters "
+            "to what the engine runs, or leave them out" + unread)
+    if not same:
+        return StepStatus.SKIPPED, f"GET {path} reports none of {', '.join(missing)}"
+    return StepStatus.PASSED, f"runs as recorded: {', '.join(same)}{unread}"
+
+
 def _memory(probe: AcceleratorProbe | None, min_mib: float) -> tuple[StepStatus, str]:
     if probe is None:
         return StepStatus.SKIPPED, "no accelerator expected for this server (configured)"
@@ -326,6 +405,7 @@ def verify_server(
     min_memory_mib: float = 1024.0,
     completion_timeout_s: float = 60.0,
     extra_steps: Sequence[StepResult] = (),
+    engine_args: EngineArgsCheck | None = None,
 ) -> VerificationReport:
     """Run every verification step against a started server.
 
@@ -340,6 +420,8 @@ def verify_server(
         min_memory_mib: Device memory in use that counts as "weights loaded".
         completion_timeout_s: Deadline of the self-check completion.
         extra_steps: Steps already taken (e.g. ``start``), placed first in the report.
+        engine_args: The values to find in the engine's report of its running arguments
+            (``None``: the engine reports none; the step is left out).
     """
     base = base_url.rstrip("/")
     report = VerificationReport(adapter, base, list(extra_steps))
@@ -349,6 +431,10 @@ def verify_server(
         base, model, api_key=api_key, timeout_s=completion_timeout_s)))
     report.steps.append(run_step("metrics", lambda: _metrics(base, metrics_path, metric_prefix,
                                                              api_key)))
+    if engine_args is not None:
+        check = engine_args
+        report.steps.append(run_step("engine_args", lambda: check_engine_args(
+            base, check, api_key=api_key)))
     report.steps.append(run_step("accelerator_memory", lambda: _memory(accelerator,
                                                                        min_memory_mib)))
     return report

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -10,9 +14,11 @@ import pytest
 from tunegate.servers.simulator import BackgroundServer, FaultConfig
 from tunegate.servers.verify import (
     AcceleratorReading,
+    EngineArgsCheck,
     StepResult,
     StepStatus,
     VerificationReport,
+    check_engine_args,
     probe_accelerator_memory,
     verify_server,
 )
@@ -98,3 +104,93 @@ def test_accelerator_probe_reads_nvidia_smi_and_npu_smi(tmp_path: Path,
     _tool(tmp_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed' >&2; exit 9")
     failed = probe_accelerator_memory()
     assert failed.error is not None and "exited 9" in failed.error
+
+
+@pytest.fixture
+def server_info() -> Iterator[tuple[str, dict[str, object]]]:
+    """A loopback server answering ``GET /server_info`` with the routes it is given."""
+    routes: dict[str, object] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path not in routes:
+                self.send_error(404)
+                return
+            body = json.dumps(routes[self.path]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", routes
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+PATHS = ("/server_info", "/get_server_info")
+
+
+def test_engine_args_that_the_engine_changed_fail_naming_each(
+        server_info: tuple[str, dict[str, object]]) -> None:
+    url, routes = server_info
+    # SGLang resolved the overlap scheduler off itself while the run records it on.
+    routes["/server_info"] = {"disable_overlap_schedule": True, "max_running_requests": 128,
+                              "mem_fraction_static": 0.85, "api_key": "sk-never-shown"}
+    check = EngineArgsCheck({"disable_overlap_schedule": False, "max_running_requests": 128,
+                             "mem_fraction_static": 0.85}, PATHS)
+    status, detail = check_engine_args(url, check)
+    assert status is StepStatus.FAILED
+    assert "disable_overlap_schedule: the config records False, the engine runs True" in detail
+    assert "max_running_requests" not in detail.split("(")[1].split(")")[0]
+    assert "sk-never-shown" not in detail
+
+
+def test_engine_args_as_recorded_pass_and_say_what_runs(
+        server_info: tuple[str, dict[str, object]]) -> None:
+    url, routes = server_info
+    routes["/get_server_info"] = {"server_args": {"enable_mixed_chunk": False,
+                                                  "chunked_prefill_size": 4096,
+                                                  "schedule_policy": "lpm"}}
+    check = EngineArgsCheck({"enable_mixed_chunk": False, "chunked_prefill_size": 4096,
+                             "schedule_policy": "lpm", "new_flag": 3}, PATHS)
+    status, detail = check_engine_args(url, check)  # the older endpoint and nested layout
+    assert status is StepStatus.PASSED
+    assert detail == ("runs as recorded: enable_mixed_chunk=False, chunked_prefill_size=4096, "
+                      "schedule_policy='lpm'; not reported: new_flag")
+
+
+def test_engine_args_unread_are_skipped_never_passed(
+        server_info: tuple[str, dict[str, object]]) -> None:
+    url, routes = server_info
+    status, detail = check_engine_args(url, EngineArgsCheck({"tp_size": 1}, PATHS))
+    assert status is StepStatus.SKIPPED and "not a pass" in detail and "HTTP 404" in detail
+    routes["/server_info"] = {"something_else": 1}
+    status, detail = check_engine_args(url, EngineArgsCheck({"tp_size": 1}, PATHS))
+    assert status is StepStatus.SKIPPED and "reports none of tp_size" in detail
+
+
+def test_a_bool_is_not_equal_to_one(server_info: tuple[str, dict[str, object]]) -> None:
+    url, routes = server_info
+    routes["/server_info"] = {"enable_mixed_chunk": 1}
+    status, _ = check_engine_args(url, EngineArgsCheck({"enable_mixed_chunk": True}, PATHS))
+    assert status is StepStatus.FAILED
+
+
+def test_engine_args_step_runs_only_when_asked(server_info: tuple[str, dict[str, object]]) -> None:
+    url, routes = server_info
+    routes["/server_info"] = {"max_running_requests": 64}
+    report = verify_server(url, MODEL, metric_prefix=None, accelerator=None,
+                           engine_args=EngineArgsCheck({"max_running_requests": 128}, PATHS))
+    step = report.step("engine_args")
+    assert step is not None and step.status is StepStatus.FAILED
+    assert [s.name for s in report.steps][-2:] == ["engine_args", "accelerator_memory"]
+    plain = verify_server(url, MODEL, metric_prefix=None, accelerator=None)
+    assert plain.step("engine_args") is None

@@ -13,6 +13,9 @@ Registry (an explicit dict, no import magic)::
 :func:`create_adapter` builds one by name with its options; every adapter has ``name``,
 ``start``, ``stop`` and ``verify`` (what :mod:`tunegate.servers.lifecycle` needs); the process
 adapters also satisfy :class:`ServerAdapter` (render, launch, health, ready, scrape_metrics).
+vLLM and SGLang check and spell their flags from the flag list read from the engine's own
+parser (:mod:`tunegate.servers.adapters.engine_flags`; options ``engine_version`` and
+``engine_flags`` pick another list).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from tunegate.errors import ConfigError
 from tunegate.servers.adapters.base import BaseAdapter, ServerAdapter, ServerConfig
 from tunegate.servers.adapters.command import CommandAdapter
+from tunegate.servers.adapters.engine_flags import EngineFlags, load_engine_flags
 from tunegate.servers.adapters.flags import FlagRules
 from tunegate.servers.adapters.llamacpp import LlamaCppAdapter, LlamaCppPythonAdapter
 from tunegate.servers.adapters.prometheus import parse_prometheus_text
@@ -34,6 +38,7 @@ __all__ = [
     "ADAPTERS",
     "BaseAdapter",
     "CommandAdapter",
+    "EngineFlags",
     "FlagRules",
     "LlamaCppAdapter",
     "LlamaCppPythonAdapter",
@@ -45,6 +50,7 @@ __all__ = [
     "VirtualSimulator",
     "VllmAdapter",
     "create_adapter",
+    "load_engine_flags",
     "parse_prometheus_text",
 ]
 

@@ -6,23 +6,34 @@ engine's endpoints: health path, metrics path and prefix. :class:`BaseAdapter` s
 start (launch + health polling within the start-up budget), stop, health, readiness, post-start
 verification and metric scraping; an engine adapter only says how its command line starts
 (:meth:`BaseAdapter.base_argv`) and how flags are spelled (:attr:`BaseAdapter.rules`).
+
+Engines with a flag list read from their own parser (:attr:`BaseAdapter.flags_engine`: vLLM,
+SGLang) render and check every flag against it (see :mod:`tunegate.servers.adapters.flags`);
+the adapter options ``engine_version`` (a shipped list) and ``engine_flags`` (a path to one the
+script wrote) pick the list of the engine version actually run.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from tunegate.errors import ConfigError, ServerError
 from tunegate.servers import launch as _launch
+from tunegate.servers.adapters.engine_flags import (
+    EngineFlags,
+    load_engine_flags,
+    read_engine_flags,
+)
 from tunegate.servers.adapters.flags import FlagRules, split_params
 from tunegate.servers.adapters.prometheus import parse_prometheus_text
 from tunegate.servers.launch import LaunchSpec, ServerProcess, StopResult
 from tunegate.servers.verify import (
     AcceleratorProbe,
+    EngineArgsCheck,
     VerificationReport,
     http_get,
     list_models,
@@ -156,6 +167,10 @@ class BaseAdapter:
         min_memory_mib: Device memory in use that counts as "weights loaded".
         accelerator_probe: Reads device memory (``nvidia-smi`` / ``npu-smi`` by default).
         cwd: Working directory of the server.
+        engine_version: The engine version whose shipped flag list to use (default: the
+            newest shipped); only for engines with :attr:`flags_engine`.
+        engine_flags: Path to a flag list written by ``scripts/check_engine_flags.py`` (for a
+            version not shipped); wins over ``engine_version``.
     """
 
     name: str = "server"
@@ -169,6 +184,10 @@ class BaseAdapter:
     """Flag for the API key when the engine has no environment variable (masked in logs)."""
     default_executable: tuple[str, ...] = ()
     default_uses_accelerator: bool = True
+    flags_engine: str | None = None
+    """Engine whose flag list (read from its parser) checks and spells the flags, if any."""
+    server_info_paths: tuple[str, ...] = ()
+    """Endpoints reporting the engine's running arguments (post-start ``engine_args`` step)."""
 
     def __init__(
         self,
@@ -180,6 +199,8 @@ class BaseAdapter:
         min_memory_mib: float = 1024.0,
         accelerator_probe: AcceleratorProbe = probe_accelerator_memory,
         cwd: str | None = None,
+        engine_version: str | None = None,
+        engine_flags: str | Path | None = None,
     ) -> None:
         if startup_budget_s <= 0 or stop_grace_s < 0:
             raise ConfigError(
@@ -197,6 +218,23 @@ class BaseAdapter:
         self.min_memory_mib = float(min_memory_mib)
         self.accelerator_probe = accelerator_probe
         self.cwd = cwd
+        self.flag_list = self._flag_list(engine_version, engine_flags)
+        if self.flag_list is not None:
+            self.rules = replace(self.rules, known=self.flag_list)
+
+    def _flag_list(self, version: str | None, path: str | Path | None) -> EngineFlags | None:
+        if self.flags_engine is None:
+            if version is not None or path is not None:
+                raise ConfigError(f"{self.name}: engine_version / engine_flags need an engine "
+                                  "with a flag list (vllm, sglang)")
+            return None
+        if path is not None:
+            found = read_engine_flags(path)
+            if found.engine != self.flags_engine:
+                raise ConfigError(f"{self.name}: engine_flags {path} lists {found.engine}'s "
+                                  f"flags, not {self.flags_engine}'s")
+            return found
+        return load_engine_flags(self.flags_engine, version)
 
     def base_argv(self, config: ServerConfig) -> list[str]:
         """The command up to the engine flags (model, host, port, fixed flags)."""
@@ -231,6 +269,15 @@ class BaseAdapter:
         """Start ``spec`` (no waiting); see :func:`tunegate.servers.launch.launch`."""
         return _launch.launch(spec, log_dir, name=self.name)
 
+    def prepare(self, config: ServerConfig,
+                log_dir: Path) -> tuple[LaunchSpec, Callable[[], None]]:
+        """The spec :meth:`start` launches, and what to undo once the start is over.
+
+        :meth:`render` by default; an engine that reads a secret only from a file (SGLang's
+        ``--config``) writes it here and removes it once the engine has read it.
+        """
+        return self.render(config), lambda: None
+
     def start(
         self, config: ServerConfig, log_dir: Path | str, *, budget: float | None = None
     ) -> ServerProcess:
@@ -239,16 +286,20 @@ class BaseAdapter:
         Raises:
             ServerError: Port taken, early exit, or budget exceeded (the process is stopped).
         """
-        process = self.launch(self.render(config), log_dir)
-        budget_s = self.startup_budget_s if budget is None else budget
+        spec, cleanup = self.prepare(config, Path(log_dir))
         try:
-            _launch.wait_until_ready(
-                process, lambda: self.health(process.base_url, config.api_key), budget_s,
-                name=self.name,
-            )
-        except BaseException:
-            self.stop(process)
-            raise
+            process = self.launch(spec, log_dir)
+            budget_s = self.startup_budget_s if budget is None else budget
+            try:
+                _launch.wait_until_ready(
+                    process, lambda: self.health(process.base_url, config.api_key), budget_s,
+                    name=self.name,
+                )
+            except BaseException:
+                self.stop(process)
+                raise
+        finally:
+            cleanup()
         return process
 
     def stop(self, process: ServerProcess) -> StopResult:
@@ -280,7 +331,24 @@ class BaseAdapter:
             api_key=config.api_key,
             accelerator=self.accelerator_probe if self.uses_accelerator else None,
             min_memory_mib=self.min_memory_mib,
+            engine_args=self.engine_args_check(config),
         )
+
+    def engine_args_check(self, config: ServerConfig) -> EngineArgsCheck | None:
+        """The values the engine must report running, by its own names (``dest``).
+
+        ``None`` when the engine reports no arguments, or the config sets no flag.
+        """
+        if not self.server_info_paths:
+            return None
+        flags, _ = split_params(config.params, adapter=self.name)
+        expected: dict[str, object] = {}
+        for name, value in flags.items():
+            if value is None:
+                continue
+            spec = self.rules.spec(name, adapter=self.name)
+            expected[spec.dest if spec is not None else name] = value
+        return EngineArgsCheck(expected, self.server_info_paths) if expected else None
 
     def scrape_metrics(self, base_url: str, api_key: str | None = None) -> dict[str, Any]:
         """``GET /metrics`` parsed (names with this engine's prefix, or all without one).

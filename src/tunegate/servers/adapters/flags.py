@@ -9,7 +9,14 @@ A parameter name may be given in any spelling (``max_num_seqs``, ``max-num-seqs`
   (``--flag`` / nothing: store_true flags that have no negative form);
 * ``aliases``: exact flags for some names (llama-server's ``-np``, ``-c``, ``-t``);
 * ``None`` means "the engine's default": the flag is left out; a list repeats its values after
-  one flag (``--flag a b``).
+  one flag (``--flag a b``);
+* ``known``: the engine's own flag list (:mod:`tunegate.servers.adapters.engine_flags`, read
+  from its parser). With it, every flag must exist in that engine version, a boolean is spelled
+  by the flag's recorded kind instead of ``bool_style`` (a ``store_true`` switch set false is
+  left out, never negated: vLLM rejects ``--no-disable-log-stats``; a ``BooleanOptionalAction``
+  flag set false gets its documented negative, ``--disable-chunked-prefill``), a switch whose
+  false value cannot be said (its default is not false) is refused, and enforced choices are
+  checked before anything starts.
 
 Upper-case names (``NCCL_ALGO``) are environment variables, not flags: see :func:`split_params`.
 """
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tunegate.errors import ConfigError
+from tunegate.servers.adapters.engine_flags import SWITCH_KINDS, EngineFlags, FlagSpec
 
 __all__ = ["BoolStyle", "FlagRules", "NameStyle", "normalise_name", "split_params"]
 
@@ -113,11 +121,13 @@ class FlagRules:
     Attributes:
         prefix: Put before a rendered name (``--``).
         name_style: ``kebab`` or ``snake``.
-        bool_style: ``negate``, ``value`` or ``omit``.
+        bool_style: ``negate``, ``value`` or ``omit`` (flags ``known`` does not cover).
         true_false: Words for ``bool_style="value"`` (``("true", "false")``, ``("True",
             "False")``, ``("on", "off")``, ...).
         negate_prefix: Put between ``prefix`` and the name for a false ``negate`` bool.
         aliases: Snake-case parameter name -> the exact flag to use instead.
+        known: The engine version's flag list; with it, unknown flags are refused and
+            booleans follow each flag's recorded kind.
     """
 
     prefix: str = "--"
@@ -126,6 +136,7 @@ class FlagRules:
     true_false: tuple[str, str] = ("true", "false")
     negate_prefix: str = "no-"
     aliases: Mapping[str, str] = field(default_factory=dict)
+    known: EngineFlags | None = None
 
     def flag(self, name: str) -> str:
         """The flag for snake-case ``name``."""
@@ -133,26 +144,53 @@ class FlagRules:
             return self.aliases[name]
         return self.prefix + (name.replace("_", "-") if self.name_style == "kebab" else name)
 
+    def spec(self, name: str, *, adapter: str = "server") -> FlagSpec | None:
+        """The engine's declaration of ``name``'s flag (``None`` without a flag list).
+
+        Raises:
+            ConfigError: The engine version has no such flag; names close spellings.
+        """
+        if self.known is None:
+            return None
+        flag = self.flag(name)
+        found = self.known.get(flag)
+        if found is None:
+            near = self.known.near(flag)
+            hint = f"did you mean {' or '.join(near)}? " if near else ""
+            raise ConfigError(
+                f"{adapter}: {flag} (parameter {name!r}) is not a flag of {self.known.label}; "
+                f"{hint}for another engine version run `python scripts/check_engine_flags.py "
+                f"{self.known.engine} VERSION` and set [server.options] engine_version (or "
+                "engine_flags = PATH)")
+        return found
+
     def render(self, flags: Mapping[str, object], *, adapter: str = "server") -> list[str]:
         """Flags (snake-case name -> value) as argv items, in the mapping's order.
 
         Raises:
-            ConfigError: A value that has no command-line form; names the adapter and flag.
+            ConfigError: A value that has no command-line form, an unknown flag, a value
+                outside the engine's choices; names the adapter and flag.
         """
         argv: list[str] = []
         for name, value in flags.items():
             flag = self.flag(name)
+            spec = self.spec(name, adapter=adapter)
             if value is None:
                 continue
+            if spec is not None:
+                _check_value(spec, name, flag, value, adapter)
             if isinstance(value, bool):
-                argv += self._bool(name, flag, value)
+                argv += self._bool(name, flag, value, spec, adapter)
             elif isinstance(value, Sequence) and not isinstance(value, str):
                 argv += [flag, *(_scalar(v, flag, adapter) for v in value)]
             else:
                 argv += [flag, _scalar(value, flag, adapter)]
         return argv
 
-    def _bool(self, name: str, flag: str, value: bool) -> list[str]:
+    def _bool(self, name: str, flag: str, value: bool, spec: FlagSpec | None,
+              adapter: str) -> list[str]:
+        if spec is not None:
+            return _switch(spec, name, flag, value, adapter)
         # An aliased name's negative form is spelled out in full: --no-cont-batching.
         if self.bool_style == "value":
             return [flag, self.true_false[0 if value else 1]]
@@ -162,3 +200,41 @@ class FlagRules:
             return []
         rendered = name.replace("_", "-") if self.name_style == "kebab" else name
         return [self.prefix + self.negate_prefix + rendered]
+
+
+def _switch(spec: FlagSpec, name: str, flag: str, value: bool, adapter: str) -> list[str]:
+    """A boolean spelled the way the engine's parser declares ``flag``."""
+    if spec.kind == "boolean_optional":
+        return [flag] if value else [spec.negatives[0] if spec.negatives else
+                                     "--no-" + flag.lstrip("-")]
+    said, silent = {"store_true": (True, False), "store_false": (False, True),
+                    "optional_value": (True, None)}.get(spec.kind, (None, None))
+    if said is None:
+        raise ConfigError(
+            f"{adapter}: {flag} takes a value ({spec.kind}), not {value}; give {name} as the "
+            "value the engine expects")
+    if value is said:
+        return [flag]
+    if spec.has_default and spec.default is silent and silent is not None:
+        return []  # leaving the switch out is exactly the value asked for
+    what = "the engine decides" if spec.has_default and spec.default is None else (
+        f"default {spec.default!r}" if spec.has_default else "default unknown")
+    raise ConfigError(
+        f"{adapter}: {name}={value} cannot be said on the command line: {flag} is a switch "
+        f"without a negative form and, left out, means {what}, not {value}. Remove {name} "
+        f"from the config (the engine's default) or set it to {said}")
+
+
+def _check_value(spec: FlagSpec, name: str, flag: str, value: object, adapter: str) -> None:
+    """Refuse before launch what the engine's parser would refuse after a slow start."""
+    if spec.kind in SWITCH_KINDS and not isinstance(value, bool):
+        raise ConfigError(f"{adapter}: {flag} is a switch; give {name} as true or false, "
+                          f"not {value!r}")
+    if isinstance(spec.choices, tuple) and not isinstance(value, bool):
+        values = value if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+        allowed = {str(c) for c in spec.choices}
+        for item in values:
+            if str(item) not in allowed:
+                raise ConfigError(
+                    f"{adapter}: {flag}={item!r} is not accepted by the engine; choices: "
+                    f"{', '.join(str(c) for c in spec.choices)}")

@@ -1,17 +1,29 @@
 """vLLM: ``vllm serve MODEL --host H --port P`` plus engine flags in vLLM's CLI spelling.
 
-Flags are kebab case; booleans use argparse's ``BooleanOptionalAction`` form that vLLM's engine
-arguments accept (``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``). Upper-case
-parameters (``VLLM_ATTENTION_BACKEND``, ``NCCL_ALGO``) go to the environment. The API key goes
-to ``VLLM_API_KEY``, never to the command line. Endpoints: ``/health`` (200 once the engine is
+Flags are kebab case and checked against the flag list read from vLLM's own parser
+(``engine_flags/vllm-<version>.json``, newest shipped by default; adapter option
+``engine_version`` or ``engine_flags`` for another). Booleans follow each flag's kind there:
+
+* most booleans are argparse ``BooleanOptionalAction`` (derived from config dataclass fields):
+  true is ``--enable-chunked-prefill``, false is the documented negative,
+  ``--disable-chunked-prefill`` / ``--disable-prefix-caching`` (vLLM 0.33 pairs
+  ``--enable-x`` with ``--disable-x``; ``--no-enable-x`` is still accepted, hidden from help);
+* a few are plain ``store_true`` switches (``--disable-log-stats``, ``--headless``): true is
+  the flag, false is the flag left out, since ``--no-disable-log-stats`` does not exist.
+
+An unknown flag, or a value outside the parser's choices, is refused before anything starts.
+With chunked prefill off vLLM refuses to start when ``max_num_batched_tokens < max_model_len``
+(``examples/tune-vllm.toml`` repairs that with a constraint). Upper-case parameters
+(``VLLM_ATTENTION_BACKEND``, ``NCCL_ALGO``) go to the environment. The API key goes to
+``VLLM_API_KEY``, never to the command line. Endpoints: ``/health`` (200 once the engine is
 up), ``/v1/models``, ``/metrics`` (``vllm:`` prefix).
 
 Example::
 
     ServerConfig("meta-llama/Llama-3.1-8B-Instruct", {"max_num_seqs": 64,
-                 "enable_chunked_prefill": False}, port=8000)
+                 "enable_chunked_prefill": False, "disable_log_stats": False}, port=8000)
     -> vllm serve meta-llama/Llama-3.1-8B-Instruct --host 127.0.0.1 --port 8000
-       --max-num-seqs 64 --no-enable-chunked-prefill
+       --max-num-seqs 64 --disable-chunked-prefill
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ class VllmAdapter(BaseAdapter):
     name = "vllm"
     expected_metric_prefix = "vllm:"
     rules = FlagRules(bool_style="negate")
+    flags_engine = "vllm"
     api_key_env = "VLLM_API_KEY"
     default_executable = ("vllm",)
 

@@ -9,7 +9,8 @@ import pytest
 
 @pytest.mark.parametrize("name", [
     "tunegate.servers.adapters", "tunegate.servers.adapters.base",
-    "tunegate.servers.adapters.flags", "tunegate.servers.launch", "tunegate.servers.verify",
+    "tunegate.servers.adapters.flags", "tunegate.servers.adapters.engine_flags",
+    "tunegate.servers.launch", "tunegate.servers.verify",
     "tunegate.servers.lifecycle",
 ])
 def test_all_names_exist(name: str) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import stat
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tunegate.errors import ConfigError
 from tunegate.servers.adapters import (
@@ -36,7 +40,7 @@ def test_vllm_argv_and_env_layer() -> None:
     spec = VllmAdapter().render(config)
     assert list(spec.argv) == [
         "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--host", "127.0.0.1",
-        "--port", "8000", "--max-num-seqs", "64", "--no-enable-chunked-prefill",
+        "--port", "8000", "--max-num-seqs", "64", "--disable-chunked-prefill",
         "--gpu-memory-utilization", "0.9", "--enable-prefix-caching",
     ]
     assert dict(spec.env) == {"HF_HOME": "/cache", "NCCL_ALGO": "Tree"}
@@ -56,7 +60,47 @@ def test_vllm_api_key_goes_to_the_environment_and_is_a_secret() -> None:
     assert config.to_dict()["api_key"] == "***" and config.to_dict()["env"]["HF_TOKEN"] == "***"
 
 
-def test_sglang_argv_store_true_booleans_and_api_key_flag_masked() -> None:
+def test_vllm_plain_switch_set_false_is_omitted_not_negated() -> None:
+    # --disable-log-stats is a store_true switch in vLLM 0.33: --no-disable-log-stats is rejected.
+    off = VllmAdapter().render(ServerConfig("m", {"disable_log_stats": False,
+                                                  "async_scheduling": False}))
+    assert list(off.argv)[7:] == ["--no-async-scheduling"]
+    on = VllmAdapter().render(ServerConfig("m", {"disable_log_stats": True}))
+    assert list(on.argv)[7:] == ["--disable-log-stats"]
+
+
+def test_vllm_refuses_unknown_flags_bools_for_values_and_bad_choices() -> None:
+    with pytest.raises(ConfigError, match=r"--max-num-seq .*not a flag of vllm 0\.33\.0.*did "
+                                          r"you mean --max-num-seqs"):
+        VllmAdapter().render(ServerConfig("m", {"max_num_seq": 8}))
+    with pytest.raises(ConfigError, match=r"--max-num-seqs takes a value \(value\), not True"):
+        VllmAdapter().render(ServerConfig("m", {"max_num_seqs": True}))
+    with pytest.raises(ConfigError, match=r"--scheduling-policy='lifo' is not accepted.*fcfs, "
+                                          "priority"):
+        VllmAdapter().render(ServerConfig("m", {"scheduling_policy": "lifo"}))
+    with pytest.raises(ConfigError, match="--enforce-eager is a switch; give enforce_eager as "
+                                          "true or false"):
+        VllmAdapter().render(ServerConfig("m", {"enforce_eager": "yes"}))
+
+
+def test_engine_version_and_flag_file_options(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no flag list for version '0\.1\.0' \(shipped: "
+                                          r"0\.33\.0\).*check_engine_flags\.py vllm 0\.1\.0"):
+        VllmAdapter(engine_version="0.1.0")
+    own = tmp_path / "vllm-9.0.0.json"
+    own.write_text(json.dumps({"engine": "vllm", "version": "9.0.0", "flags": [
+        {"flag": "--enable-turbo", "kind": "boolean_optional", "dest": "enable_turbo",
+         "negatives": ["--disable-turbo", "--no-enable-turbo"]}]}))
+    adapter = create_adapter("vllm", engine_flags=str(own))
+    assert list(adapter.render(ServerConfig("m", {"enable_turbo": False})).argv)[7:] == [
+        "--disable-turbo"]
+    with pytest.raises(ConfigError, match="lists vllm's flags, not sglang's"):
+        SGLangAdapter(engine_flags=own)
+    with pytest.raises(ConfigError, match="need an engine with a flag list"):
+        LlamaCppAdapter(engine_version="b5000")
+
+
+def test_sglang_argv_store_true_booleans_and_no_api_key_on_the_command_line() -> None:
     config = ServerConfig(
         "Qwen/Qwen2.5-7B-Instruct",
         {"max_running_requests": 128, "chunked_prefill_size": 4096, "mem_fraction_static": 0.85,
@@ -69,10 +113,49 @@ def test_sglang_argv_store_true_booleans_and_api_key_flag_masked() -> None:
         "--host", "127.0.0.1", "--port", "30000", "--enable-metrics",
         "--max-running-requests", "128", "--chunked-prefill-size", "4096",
         "--mem-fraction-static", "0.85", "--disable-radix-cache", "--tp-size", "2",
-        "--api-key", "sg-key-123",
     ]
-    assert spec.redacted_argv()[-1] == "***"
+    assert "sg-key-123" in spec.secrets  # masked in the log if the engine prints it
     assert SGLangAdapter.expected_metric_prefix == "sglang:"
+
+
+def test_sglang_api_key_travels_in_a_private_config_file(tmp_path: Path) -> None:
+    adapter = SGLangAdapter()
+    config = ServerConfig("m", {"max_running_requests": 8}, port=30001, api_key='k"ey:1 #x')
+    spec, cleanup = adapter.prepare(config, tmp_path / "logs")
+    assert list(spec.argv[:-2]) == list(adapter.render(config).argv)
+    assert spec.argv[-2] == "--config" and all('k"ey' not in a for a in spec.argv)
+    path = Path(spec.argv[-1])
+    assert path.parent == tmp_path / "logs" and path.suffix == ".yaml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert yaml.safe_load(path.read_text()) == {"api-key": 'k"ey:1 #x'}
+    cleanup()
+    assert not path.exists()
+    without, _ = adapter.prepare(ServerConfig("m", port=30001), tmp_path)
+    assert "--config" not in without.argv
+    with pytest.raises(ConfigError, match="SGLang reads one --config file"):
+        adapter.prepare(ServerConfig("m", {"config": "/etc/s.yaml"}, api_key="k"), tmp_path)
+
+
+def test_sglang_refuses_a_false_that_the_command_line_cannot_say() -> None:
+    # --enable-multimodal is a switch whose default is None: left out, the engine decides.
+    with pytest.raises(ConfigError, match=r"enable_multimodal=False cannot be said.*--enable-"
+                                          r"multimodal is a switch without a negative form.*"
+                                          "the engine decides"):
+        SGLangAdapter().render(ServerConfig("m", {"enable_multimodal": False}))
+    spec = SGLangAdapter().render(ServerConfig("m", {"enable_mixed_chunk": False,
+                                                     "enable_multimodal": True}))
+    assert list(spec.argv)[10:] == ["--enable-multimodal"]
+
+
+def test_sglang_expects_its_own_names_back_after_start() -> None:
+    config = ServerConfig("m", {"tensor_parallel_size": 2, "enable_mixed_chunk": False,
+                                "chunked_prefill_size": None, "NCCL_ALGO": "Tree"})
+    check = SGLangAdapter().engine_args_check(config)
+    assert check is not None
+    assert dict(check.expected) == {"tp_size": 2, "enable_mixed_chunk": False}
+    assert check.paths == ("/server_info", "/get_server_info")
+    assert VllmAdapter().engine_args_check(config) is None  # vLLM reports no arguments
+    assert SGLangAdapter().engine_args_check(ServerConfig("m")) is None
 
 
 def test_llama_server_short_flags_and_metrics() -> None:
