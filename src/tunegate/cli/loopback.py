@@ -10,6 +10,7 @@ import signal
 from collections.abc import Sequence
 
 from tunegate.servers.loopback import Behaviour, LoopbackServer
+from tunegate.servers.loopback.behaviour import CHOICES
 
 __all__ = ["run"]
 
@@ -27,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         default = field.default
         if field.type in ("bool",):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif field.name in CHOICES:
+            parser.add_argument(flag, choices=CHOICES[field.name], default=default)
         elif field.name == "model":
             parser.add_argument(flag, default=default)
         elif field.name.endswith("_ms"):

@@ -37,7 +37,14 @@ from tunegate.loadgen.openai import (
     read_chunk,
     read_whole_response,
 )
-from tunegate.loadgen.records import CountSource, Outcome, RequestRecord
+from tunegate.loadgen.records import (
+    ANSWER,
+    BOTH,
+    REASONING,
+    CountSource,
+    Outcome,
+    RequestRecord,
+)
 from tunegate.loadgen.sse import SSEEvent, SSEParser
 from tunegate.workload.spec import RequestSpec
 
@@ -112,10 +119,14 @@ class _Observation:
         self.response_streamed: bool | None = None
         self.content_times_ns: list[int] = []
         self.content_chars: list[int] = []
+        self.content_kinds: list[str] = []
         self.pieces: list[str] = []
+        self.reasoning_pieces: list[str] = []
+        self.answer_pieces: list[str] = []
         self.finish_reason: str | None = None
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.reasoning_tokens: int | None = None
         self.done = False
 
     def fail(self, outcome: Outcome, error: str, t_ns: int | None = None) -> None:
@@ -134,15 +145,28 @@ class _Observation:
             self.content_times_ns.append(t_ns)
             self.content_chars.append(len(view.text))
             self.pieces.append(view.text)
+            if view.reasoning:
+                self.reasoning_pieces.append(view.reasoning)
+            if view.answer:
+                self.answer_pieces.append(view.answer)
+            self.content_kinds.append(
+                (BOTH if view.answer else REASONING) if view.reasoning else ANSWER)
         if view.finish_reason is not None:
             self.finish_reason = view.finish_reason
         if view.prompt_tokens is not None:
             self.prompt_tokens = view.prompt_tokens
         if view.completion_tokens is not None:
             self.completion_tokens = view.completion_tokens
+        if view.reasoning_tokens is not None:
+            self.reasoning_tokens = view.reasoning_tokens
+
+    def _first_answer_ns(self) -> int | None:
+        return next((t for t, kind in zip(self.content_times_ns, self.content_kinds, strict=True)
+                     if kind != REASONING), None)
 
     def to_record(self, count_tokens: TokenCounter | None) -> RequestRecord:
         text = "".join(self.pieces)
+        kinds = "".join(self.content_kinds)
         record = RequestRecord(
             index=self.spec.index,
             warmup=self.spec.warmup,
@@ -155,8 +179,11 @@ class _Observation:
             t_last_ns=self.content_times_ns[-1] if self.content_times_ns else None,
             content_times_ns=self.content_times_ns,
             content_chars=self.content_chars,
+            content_kinds=kinds if REASONING in kinds or BOTH in kinds else "",
+            t_first_answer_ns=self._first_answer_ns(),
             usage_prompt_tokens=self.prompt_tokens,
             usage_completion_tokens=self.completion_tokens,
+            usage_reasoning_tokens=self.reasoning_tokens,
             requested_max_tokens=self.spec.max_tokens,
             ignore_eos=self.config.ignore_eos,
             http_status=self.http_status,
@@ -167,6 +194,8 @@ class _Observation:
             generated_text=text if self.config.keep_text else None,
         )
         _assign_counts(record, self.spec, text, count_tokens, self.config.endpoint)
+        _assign_reasoning_counts(record, "".join(self.reasoning_pieces),
+                                 "".join(self.answer_pieces), count_tokens)
         return record
 
 
@@ -200,6 +229,42 @@ def _assign_counts(
         # A chat template adds tokens the client cannot see, so only raw prompts are counted.
         record.input_tokens = count_tokens(spec.prompt)
         record.input_tokens_source = CountSource.TOKENIZER
+
+
+def _usage_split(record: RequestRecord) -> tuple[int, int] | None:
+    """(reasoning, answer) tokens from the server's usage, when its count can be believed.
+
+    A count above ``completion_tokens`` is impossible, and a 0 beside streamed reasoning text
+    means the server did not count (SGLang's ``usage.reasoning_tokens`` defaults to 0).
+    """
+    reported, completion = record.usage_reasoning_tokens, record.usage_completion_tokens
+    if reported is None or completion is None or not 0 <= reported <= completion:
+        return None
+    if reported == 0 and record.reasoning_streamed:
+        return None
+    return reported, completion - reported
+
+
+def _assign_reasoning_counts(
+    record: RequestRecord,
+    reasoning_text: str,
+    answer_text: str,
+    count_tokens: TokenCounter | None,
+) -> None:
+    """Reasoning and answer tokens apart: the server's usage, else a named tokenizer, else unknown.
+
+    Never estimated from event or word counts: one event may carry many tokens.
+    """
+    if count_tokens is not None and record.reasoning_streamed:
+        record.tokenizer_reasoning_tokens = count_tokens(reasoning_text)
+    split = _usage_split(record)
+    if split is not None:
+        record.reasoning_tokens, record.answer_tokens = split
+        record.reasoning_tokens_source = CountSource.USAGE
+    elif record.tokenizer_reasoning_tokens is not None and count_tokens is not None:
+        record.reasoning_tokens = record.tokenizer_reasoning_tokens
+        record.reasoning_tokens_source = CountSource.TOKENIZER
+        record.answer_tokens = count_tokens(answer_text) if answer_text else 0
 
 
 def _handle_event(obs: _Observation, event: SSEEvent) -> None:

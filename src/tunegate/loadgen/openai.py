@@ -2,9 +2,20 @@
 
 Pure functions over already-decoded JSON, so every server quirk can be unit-tested without a
 socket. What counts as *generated text* follows GUIDE.md section 3: completion ``text``, chat
-``delta.content``, and reasoning deltas (``reasoning_content`` as vLLM/SGLang send it, or
-``reasoning``). A role-only delta, an empty string, a usage-only chunk (``choices: []``) and
-``[DONE]`` carry no generated text and never count as the first token.
+``delta.content``, and reasoning deltas. A role-only delta, an empty string, a usage-only chunk
+(``choices: []``) and ``[DONE]`` carry no generated text and never count as the first token.
+
+Reasoning and answer text are read apart. Reasoning arrives as ``reasoning_content`` (SGLang,
+DeepSeek's API, vLLM before the rename) or ``reasoning`` (vLLM now, OpenRouter); some vLLM
+versions send both keys with the same text (``DeltaMessage`` copied ``reasoning`` into the
+deprecated ``reasoning_content``), so the first non-empty of the two is taken, never their sum.
+One chunk may carry both reasoning and answer text (the chunk where ``</think>`` falls).
+Completion ``text`` is always answer text: engines parse reasoning on chat endpoints only.
+
+The server's reasoning count is read from ``usage.completion_tokens_details.reasoning_tokens``
+(OpenAI's place: vLLM with a ``--reasoning-parser``, DeepSeek's API) or ``usage.reasoning_tokens``
+(SGLang's ``UsageInfo``, which defaults it to 0). Whether a reported 0 is believable is the
+client's call (it knows whether reasoning text streamed), not the parser's.
 """
 
 from __future__ import annotations
@@ -37,18 +48,27 @@ class ChunkView:
     """What one streamed chunk (or one whole response) tells the client.
 
     Attributes:
-        text: Generated text carried by the chunk ("" when none).
+        reasoning: Reasoning text carried by the chunk ("" when none).
+        answer: Answer text carried by the chunk (``content`` or completion ``text``).
         finish_reason: The choice's ``finish_reason`` when present.
         prompt_tokens: ``usage.prompt_tokens`` when the chunk carries usage.
         completion_tokens: ``usage.completion_tokens`` when the chunk carries usage.
+        reasoning_tokens: The usage's reasoning count, when the chunk carries one.
         error: An in-band error message, when the chunk is an error object.
     """
 
-    text: str = ""
+    reasoning: str = ""
+    answer: str = ""
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
     error: str | None = None
+
+    @property
+    def text(self) -> str:
+        """All generated text of the chunk, reasoning first (what the first-token rule sees)."""
+        return self.reasoning + self.answer
 
 
 def endpoint_path(endpoint: Endpoint) -> str:
@@ -100,60 +120,93 @@ def _error_message(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _usage(payload: Mapping[str, Any]) -> tuple[int | None, int | None]:
+def _count(value: Any) -> int | None:
+    """A token count, or ``None`` for anything that is not a plain integer (``True`` is not 1)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Usage:
+    prompt: int | None = None
+    completion: int | None = None
+    reasoning: int | None = None
+
+    @property
+    def reported(self) -> bool:
+        return self.prompt is not None or self.completion is not None
+
+
+def _usage(payload: Mapping[str, Any]) -> _Usage:
     usage = payload.get("usage")
     if not isinstance(usage, Mapping):
-        return None, None
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
-    return (
-        prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else None,
-        completion if isinstance(completion, int) and not isinstance(completion, bool) else None,
+        return _Usage()
+    details = usage.get("completion_tokens_details")
+    candidates = [
+        _count(details.get("reasoning_tokens")) if isinstance(details, Mapping) else None,
+        _count(usage.get("reasoning_tokens")),  # SGLang's UsageInfo puts it here
+    ]
+    # A server may fill one place and leave the other at a default 0: the larger is the count.
+    known = [c for c in candidates if c is not None]
+    return _Usage(
+        prompt=_count(usage.get("prompt_tokens")),
+        completion=_count(usage.get("completion_tokens")),
+        reasoning=max(known) if known else None,
     )
 
 
-def _text_of(choice: Mapping[str, Any], container: str) -> str:
-    """Generated text of one choice: content plus any reasoning text."""
+def _first_text(holder: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        value = holder.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _text_of(choice: Mapping[str, Any], container: str) -> tuple[str, str]:
+    """Reasoning and answer text of one choice."""
     if container == "text":
         text = choice.get("text")
-        return text if isinstance(text, str) else ""
+        return "", text if isinstance(text, str) else ""
     holder = choice.get(container)
     if not isinstance(holder, Mapping):
-        return ""
-    pieces = []
-    for key in ("reasoning_content", "reasoning", "content"):
-        value = holder.get(key)
-        if isinstance(value, str):
-            pieces.append(value)
-    return "".join(pieces)
+        return "", ""
+    reasoning = _first_text(holder, ("reasoning", "reasoning_content"))
+    return reasoning, _first_text(holder, ("content",))
 
 
 def _read(payload: Any, container: str) -> ChunkView:
     if not isinstance(payload, Mapping):
         raise ProtocolViolation(f"expected a JSON object, got {type(payload).__name__}")
     error = _error_message(payload)
-    prompt_tokens, completion_tokens = _usage(payload)
+    usage = _usage(payload)
     if error is not None:
-        return ChunkView(error=error, prompt_tokens=prompt_tokens,
-                         completion_tokens=completion_tokens)
+        return _view(usage, error=error)
     choices = payload.get("choices")
     if choices is None:
-        if prompt_tokens is None and completion_tokens is None:
+        if not usage.reported:
             raise ProtocolViolation("object has neither 'choices', 'usage' nor 'error'")
-        return ChunkView(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        return _view(usage)
     if not isinstance(choices, list):
         raise ProtocolViolation("'choices' is not a list")
-    text = ""
+    reasoning = answer = ""
     finish_reason: str | None = None
     for choice in choices:
         if not isinstance(choice, Mapping):
             raise ProtocolViolation("a choice is not a JSON object")
-        text += _text_of(choice, container)
+        choice_reasoning, choice_answer = _text_of(choice, container)
+        reasoning += choice_reasoning
+        answer += choice_answer
         reason = choice.get("finish_reason")
         if isinstance(reason, str):
             finish_reason = reason
-    return ChunkView(text=text, finish_reason=finish_reason, prompt_tokens=prompt_tokens,
-                     completion_tokens=completion_tokens)
+    return _view(usage, reasoning=reasoning, answer=answer, finish_reason=finish_reason)
+
+
+def _view(usage: _Usage, *, reasoning: str = "", answer: str = "",
+          finish_reason: str | None = None, error: str | None = None) -> ChunkView:
+    return ChunkView(reasoning=reasoning, answer=answer, finish_reason=finish_reason,
+                     prompt_tokens=usage.prompt, completion_tokens=usage.completion,
+                     reasoning_tokens=usage.reasoning, error=error)
 
 
 def read_chunk(payload: Any, endpoint: Endpoint) -> ChunkView:

@@ -6,6 +6,12 @@ same run mean anything. Timestamps are taken when bytes are received, before any
 
 A record ends as exactly one :class:`Outcome`. Partial data (events received before a failure) is
 kept: a truncated stream still knows its first-token time.
+
+Reasoning models (DeepSeek-R1, Qwen3 thinking, gpt-oss) stream reasoning deltas before the answer.
+Every content event still counts for TTFT and ITL; ``content_kinds`` says which events carried
+reasoning, ``t_first_answer_ns`` when the answer began, and the reasoning and answer token counts
+are kept apart with their own source. Records written before these fields existed read back with
+``content_kinds == ""`` and ``t_first_answer_ns is None``: no reasoning distinction was made.
 """
 
 from __future__ import annotations
@@ -14,7 +20,15 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["CountSource", "Outcome", "RequestRecord"]
+__all__ = ["ANSWER", "BOTH", "REASONING", "CountSource", "Outcome", "RequestRecord"]
+
+REASONING = "r"
+"""``content_kinds`` letter of an event that carried reasoning text only."""
+ANSWER = "a"
+"""``content_kinds`` letter of an event that carried answer text only."""
+BOTH = "b"
+"""``content_kinds`` letter of an event that carried both: the chunk where reasoning ends and the
+answer begins (vLLM's parser emits one when ``</think>`` falls inside a delta)."""
 
 
 class Outcome(StrEnum):
@@ -66,11 +80,26 @@ class RequestRecord:
         t_last_ns: Receipt of the last event carrying generated text (E2EL's end).
         t_end_ns: Receipt of the stream's end (``[DONE]``, EOF) or of the failure.
         content_times_ns: Receipt time of every content event, in order (first and last included).
-        content_chars: Characters of generated text in each content event.
+        content_chars: Characters of generated text (reasoning and answer) in each content event.
+        content_kinds: One letter per content event, ``r`` (reasoning only), ``a`` (answer only)
+            or ``b`` (both), when any event carried reasoning; ``""`` when none did (every event
+            is answer text). One character per event keeps long streams cheap to store.
+        t_first_answer_ns: Receipt of the first event carrying answer text (``content``, or
+            completion ``text``); equals ``t_first_ns`` when no reasoning preceded it. ``None``
+            when no answer arrived (the stream ended while still reasoning) or the record
+            predates the distinction.
         input_tokens / input_tokens_source: Prompt length and where it came from.
         output_tokens / output_tokens_source: Generated length and where it came from.
         usage_prompt_tokens / usage_completion_tokens: The server's usage report, verbatim.
         tokenizer_output_tokens: A named tokenizer's count of the generated text.
+        usage_reasoning_tokens: The server's reasoning count, verbatim
+            (``usage.completion_tokens_details.reasoning_tokens``, or SGLang's
+            ``usage.reasoning_tokens``).
+        tokenizer_reasoning_tokens: A named tokenizer's count of the streamed reasoning text.
+        reasoning_tokens / reasoning_tokens_source: Reasoning tokens (part of ``output_tokens``)
+            and where the count came from: the server's usage, else a named tokenizer, else
+            unknown. Never estimated from events or words.
+        answer_tokens: Output tokens that were not reasoning, from the same source.
         requested_max_tokens / ignore_eos: What was asked for.
         http_status: HTTP status, when a response arrived.
         finish_reason: The last ``finish_reason`` the server sent.
@@ -93,6 +122,8 @@ class RequestRecord:
     t_last_ns: int | None = None
     content_times_ns: list[int] = field(default_factory=list)
     content_chars: list[int] = field(default_factory=list)
+    content_kinds: str = ""
+    t_first_answer_ns: int | None = None
     input_tokens: int | None = None
     input_tokens_source: CountSource = CountSource.UNKNOWN
     output_tokens: int | None = None
@@ -100,6 +131,11 @@ class RequestRecord:
     usage_prompt_tokens: int | None = None
     usage_completion_tokens: int | None = None
     tokenizer_output_tokens: int | None = None
+    usage_reasoning_tokens: int | None = None
+    tokenizer_reasoning_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    reasoning_tokens_source: CountSource = CountSource.UNKNOWN
+    answer_tokens: int | None = None
     requested_max_tokens: int | None = None
     ignore_eos: bool = False
     http_status: int | None = None
@@ -113,19 +149,33 @@ class RequestRecord:
     def content_events(self) -> int:
         return len(self.content_times_ns)
 
+    @property
+    def reasoning_streamed(self) -> bool:
+        """Whether any content event carried reasoning text."""
+        return bool(self.content_kinds)
+
+    @property
+    def reasoning_events(self) -> int:
+        """Content events that carried reasoning text (``r`` or ``b``)."""
+        return self.content_kinds.count(REASONING) + self.content_kinds.count(BOTH)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums as their string values); lists are shared, not copied."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["outcome"] = self.outcome.value
         data["input_tokens_source"] = self.input_tokens_source.value
         data["output_tokens_source"] = self.output_tokens_source.value
+        data["reasoning_tokens_source"] = self.reasoning_tokens_source.value
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        """Inverse of :meth:`to_dict`; raises ``KeyError``/``ValueError`` on a malformed dict."""
+        """Inverse of :meth:`to_dict`; raises ``KeyError``/``ValueError`` on a malformed dict.
+
+        Fields added later (reasoning) are optional, so older result files still read back.
+        """
         fields = dict(data)
         fields["outcome"] = Outcome(fields["outcome"])
-        fields["input_tokens_source"] = CountSource(fields.get("input_tokens_source", "unknown"))
-        fields["output_tokens_source"] = CountSource(fields.get("output_tokens_source", "unknown"))
+        for name in ("input_tokens_source", "output_tokens_source", "reasoning_tokens_source"):
+            fields[name] = CountSource(fields.get(name, "unknown"))
         return cls(**fields)

@@ -3,6 +3,10 @@
 Latency and rate statistics use complete, non-warm-up requests only; failed requests are counted
 (``failed``, ``outcomes``) and never enter a latency figure. Percentiles use NumPy's linear
 interpolation (as vLLM does); ``std`` is the population standard deviation (as vLLM does).
+
+The reasoning block (``*_ttfat_ms``, ``total_reasoning_tokens``, ...) appears only when at least
+one complete request streamed reasoning text or had its server report reasoning tokens, so the
+results of models that do not reason do not grow a block of nulls.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tunegate.loadgen.records import Outcome, RequestRecord
+from tunegate.loadgen.records import CountSource, Outcome, RequestRecord
 from tunegate.metrics.definitions import (
     NS_PER_MS,
     NS_PER_S,
@@ -24,11 +28,18 @@ from tunegate.metrics.definitions import (
     itl_ns,
     prefill_rate,
     tpot_ns,
+    ttfat_ns,
     ttft_ns,
 )
 from tunegate.metrics.slo import Slos
 
-__all__ = ["DEFAULT_PERCENTILES", "concurrency_profile", "percentile_key", "summarize"]
+__all__ = [
+    "DEFAULT_PERCENTILES",
+    "concurrency_profile",
+    "percentile_key",
+    "reasoning_summary",
+    "summarize",
+]
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
 
@@ -82,6 +93,39 @@ def concurrency_profile(records: Sequence[RequestRecord]) -> tuple[int, float]:
     return peak, busy / duration
 
 
+def _reasoned(record: RequestRecord) -> bool:
+    return record.reasoning_streamed or bool(record.usage_reasoning_tokens)
+
+
+def reasoning_summary(
+    ok: Sequence[RequestRecord], percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> dict[str, Any]:
+    """The reasoning block over complete measured requests; ``{}`` when none of them reasoned.
+
+    Keys: ``requests_with_reasoning`` (streamed reasoning text or reported reasoning tokens),
+    ``requests_without_answer`` (ended while still reasoning: no TTFAT, so they are left out of
+    its distribution and counted here), ``{mean,median,std,pNN}_ttfat_ms``,
+    ``total_reasoning_tokens`` and ``total_answer_tokens`` (over requests whose split is known),
+    ``reasoning_tokens_unknown`` (requests without one) and ``reasoning_tokens_source``.
+    """
+    if not any(_reasoned(r) for r in ok):
+        return {}
+    known = [r for r in ok if r.reasoning_tokens_source is not CountSource.UNKNOWN]
+    to_ms = 1.0 / NS_PER_MS
+    block: dict[str, Any] = {
+        "requests_with_reasoning": sum(1 for r in ok if _reasoned(r)),
+        "requests_without_answer": sum(1 for r in ok if r.t_first_answer_ns is None),
+    }
+    block |= _stats("ttfat", "ms", [v * to_ms for v in _collect(ok, ttfat_ns)], percentiles)
+    block |= {
+        "total_reasoning_tokens": int(sum(r.reasoning_tokens or 0 for r in known)),
+        "total_answer_tokens": int(sum(r.answer_tokens or 0 for r in known)),
+        "reasoning_tokens_unknown": len(ok) - len(known),
+        "reasoning_tokens_source": dict(Counter(r.reasoning_tokens_source.value for r in ok)),
+    }
+    return block
+
+
 def summarize(
     records: Sequence[RequestRecord],
     *,
@@ -132,6 +176,7 @@ def summarize(
     summary |= _stats("prefill", "tok_s", _collect(ok, prefill_rate), percentiles)
     summary |= _stats("decode", "tok_s", _collect(ok, decode_rate), percentiles)
     summary |= _stats("generation", "tok_s", _collect(ok, generation_rate), percentiles)
+    summary |= reasoning_summary(ok, percentiles)
 
     if slos is not None and slos.limits_ms:
         good = sum(1 for r in measured if slos.met_by(r))

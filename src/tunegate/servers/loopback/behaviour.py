@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-__all__ = ["Behaviour"]
+__all__ = ["CHOICES", "Behaviour", "ReasoningField", "ReasoningUsage"]
+
+ReasoningField = Literal["reasoning_content", "reasoning", "both"]
+"""Where reasoning text goes in a chat delta: SGLang's and DeepSeek's ``reasoning_content``,
+vLLM's newer ``reasoning``, or both keys with the same text (vLLM versions that copied
+``reasoning`` into the deprecated ``reasoning_content``)."""
+
+ReasoningUsage = Literal["details", "top_level", "none"]
+"""How usage reports reasoning tokens: ``completion_tokens_details.reasoning_tokens`` (vLLM with
+a reasoning parser, DeepSeek), SGLang's top-level ``usage.reasoning_tokens``, or not at all."""
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "reasoning_field": get_args(ReasoningField),
+    "reasoning_usage": get_args(ReasoningUsage),
+}
+"""The allowed values of each string field, for the CLI and for validation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +46,14 @@ class Behaviour:
         http_error_every: Every N-th request gets HTTP 500.
         close_after_stream: Close the connection after each stream without saying so (no
             ``Connection: close``), as llama.cpp's server does.
+        reasoning_tokens: On chat endpoints, the first this-many output tokens are reasoning
+            (``" think"``), streamed in ``reasoning_field`` before the answer (``" token"``) in
+            ``content``; they are part of the request's output tokens, as on vLLM and SGLang, so
+            the first answer token is due ``reasoning_tokens x itl_ms`` after the first token.
+            An event whose tokens straddle the boundary carries both keys. Completions stream
+            plain text: engines parse reasoning on chat endpoints only.
+        reasoning_field: Where reasoning goes in the delta (:data:`ReasoningField`).
+        reasoning_usage: How the usage chunk reports reasoning tokens (:data:`ReasoningUsage`).
         model: The model name served.
     """
 
@@ -49,7 +73,18 @@ class Behaviour:
     malformed_after: int | None = None
     http_error_every: int | None = None
     close_after_stream: bool = False
+    reasoning_tokens: int = 0
+    reasoning_field: ReasoningField = "reasoning_content"
+    reasoning_usage: ReasoningUsage = "details"
     model: str = "loopback"
+
+    def __post_init__(self) -> None:
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, "
+                                 f"not {getattr(self, name)!r}")
+        if self.reasoning_tokens < 0:
+            raise ValueError(f"reasoning_tokens must be >= 0, not {self.reasoning_tokens}")
 
     @classmethod
     def adversarial(cls, **overrides: object) -> Behaviour:

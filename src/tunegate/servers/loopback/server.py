@@ -7,6 +7,8 @@ client reads) is logged per ``X-Request-Id`` and served at ``/debug/sends``, whi
 server's own lateness from the client's measurement error.
 
 Its "tokenizer" is a whitespace word count (``usage.prompt_tokens``); it is a test server.
+With ``reasoning_tokens`` it plays a reasoning model on chat endpoints: reasoning deltas first,
+then the answer, on the same token schedule (see :class:`Behaviour`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = ["LoopbackServer", "build_app"]
 
 _SEND_LOG_LIMIT = 200_000
 _TOKEN_TEXT = " token"
+_REASONING_TEXT = " think"
 
 
 class _State:
@@ -44,10 +47,19 @@ class _State:
 STATE: web.AppKey[_State] = web.AppKey("state", _State)
 
 
-def _chunk(chat: bool, model: str, text: str | None, *, role: bool = False,
-           finish: str | None = None) -> dict[str, Any]:
+def _reasoning_keys(b: Behaviour, reasoning: str) -> dict[str, str]:
+    """The reasoning key(s) of a delta or message, as the programmed engine spells them."""
+    if b.reasoning_field == "both":
+        return {"reasoning": reasoning, "reasoning_content": reasoning}
+    return {b.reasoning_field: reasoning}
+
+
+def _chunk(chat: bool, b: Behaviour, text: str | None, *, reasoning: str = "",
+           role: bool = False, finish: str | None = None) -> dict[str, Any]:
     if chat:
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
+        if reasoning:
+            delta |= _reasoning_keys(b, reasoning)
         if text is not None:
             delta["content"] = text
         choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
@@ -55,7 +67,25 @@ def _chunk(chat: bool, model: str, text: str | None, *, role: bool = False,
     else:
         choice = {"index": 0, "text": text or "", "finish_reason": finish}
         kind = "text_completion"
-    return {"id": "cmpl-loopback", "object": kind, "model": model, "choices": [choice]}
+    return {"id": "cmpl-loopback", "object": kind, "model": b.model, "choices": [choice]}
+
+
+def _split(first: int, count: int, reasoning: int) -> tuple[str, str]:
+    """Reasoning and answer text of tokens ``first .. first + count - 1``."""
+    thinking = max(0, min(count, reasoning - first))
+    return _REASONING_TEXT * thinking, _TOKEN_TEXT * (count - thinking)
+
+
+def _usage(b: Behaviour, chat: bool, prompt: int, n: int) -> dict[str, Any]:
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": n,
+                             "total_tokens": prompt + n}
+    if chat and b.reasoning_tokens:
+        reasoning = min(b.reasoning_tokens, n)
+        if b.reasoning_usage == "details":
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        elif b.reasoning_usage == "top_level":
+            usage["reasoning_tokens"] = reasoning
+    return usage
 
 
 class _Writer:
@@ -114,18 +144,22 @@ async def _completion(request: web.Request) -> web.StreamResponse:
     if b.http_error_every and state.requests % b.http_error_every == 0:
         return web.json_response({"error": {"message": "programmed failure"}}, status=500)
     n = b.tokens if b.tokens is not None else max_tokens
-    usage = {"prompt_tokens": _words(body), "completion_tokens": n,
-             "total_tokens": _words(body) + n}
+    usage = _usage(b, chat, _words(body), n)
+    reasoning = b.reasoning_tokens if chat else 0
     sends = state.log(request.headers.get("X-Request-Id", f"anon-{state.requests}"), arrival_ns)
     itl = b.itl_ms / 1000
     last_token_at = arrival + b.ttft_ms / 1000 + max(0, n - 1) * itl
 
     if not body.get("stream") or b.ignore_stream:
         await _sleep_until(last_token_at)
-        text = _TOKEN_TEXT * n
+        thinking, text = _split(0, n, reasoning)
         if chat:
-            choice: dict[str, Any] = {"index": 0, "finish_reason": "length",
-                                      "message": {"role": "assistant", "content": text}}
+            # A reasoning model that never reached its answer sends content null, as vLLM does.
+            message: dict[str, Any] = {"role": "assistant",
+                                       "content": text if text or not thinking else None}
+            if thinking:
+                message |= _reasoning_keys(b, thinking)
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "message": message}
         else:
             choice = {"index": 0, "text": text, "finish_reason": "length"}
         sends.append(time.monotonic_ns())
@@ -137,7 +171,7 @@ async def _completion(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     out = _Writer(response, b)
     if b.role_first:
-        await response.write(out.frame(json.dumps(_chunk(chat, b.model, None, role=True))))
+        await response.write(out.frame(json.dumps(_chunk(chat, b, None, role=True))))
     sent = 0
     while sent < n:
         if b.truncate_after is not None and sent >= b.truncate_after:
@@ -148,9 +182,11 @@ async def _completion(request: web.Request) -> web.StreamResponse:
             await response.write(out.frame("[DONE]"))
             return response
         k = min(b.tokens_per_event, n - sent)
+        thinking, text = _split(sent, k, reasoning)
         sent += k
         finish = "length" if sent == n else None
-        payload = out.frame(json.dumps(_chunk(chat, b.model, _TOKEN_TEXT * k, finish=finish)))
+        chunk = _chunk(chat, b, text or None, reasoning=thinking, finish=finish)
+        payload = out.frame(json.dumps(chunk))
         rest = await out.early(payload)
         await _sleep_until(arrival + b.ttft_ms / 1000 + (sent - 1) * itl)
         await response.write(rest)
