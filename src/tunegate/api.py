@@ -6,6 +6,7 @@ import each other in the other direction.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import uuid
@@ -21,6 +22,8 @@ from tunegate.gauge import RooflineLimits, validate_records
 from tunegate.loadgen.client import ClientConfig, TokenCounter
 from tunegate.loadgen.probe import discover_model
 from tunegate.loadgen.runner import ProgressCallback, RunResult
+from tunegate.loadgen.server_metrics import block_from_exposition, summary_keys
+from tunegate.loadgen.telemetry import DEFAULT_INTERVAL_S, ServerTelemetry
 from tunegate.loadgen.workers import run_workload
 from tunegate.metrics import DEFAULT_PERCENTILES, parse_slos, summarize
 from tunegate.results import BenchResult, redact_url
@@ -83,6 +86,9 @@ class BenchOptions(BaseModel):
         engine_args: Simulator engine arguments (``NAME=VALUE``).
         sim_seed: Seed of the simulator's noise and faults; defaults to the workload seed. Vary
             it between repeats: the same seed reproduces the same noise draw.
+        server_metrics: Scrape the server's ``/metrics`` before, during and after the run
+            (``server_metrics`` in the result; see :mod:`tunegate.loadgen.telemetry`).
+        metrics_interval_s: Seconds between scrapes during the run.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -97,6 +103,8 @@ class BenchOptions(BaseModel):
     sim: str | None = None
     engine_args: Mapping[str, str] = Field(default_factory=dict)
     sim_seed: int | None = Field(default=None, ge=0)
+    server_metrics: bool = True
+    metrics_interval_s: float = Field(default=DEFAULT_INTERVAL_S, gt=0, le=3600)
 
     @field_validator("percentiles")
     @classmethod
@@ -140,7 +148,9 @@ def _run_simulated(options: BenchOptions, workload: Workload) -> tuple[RunResult
             "base_url": None, "sim_scenario": options.sim,
             "engine_args": dict(options.engine_args),
             # What the gauge needs to re-check the run later (tunegate validate FILE).
-            "server_metrics": virtual.server_metrics.snapshot(),
+            "server_metrics": block_from_exposition(
+                virtual.server_metrics.render(), peaks=virtual.server_metrics.peaks,
+                t_s=virtual.duration_ns / 1e9),
             "roofline": _sim_roofline(options.sim, virtual.engine_info)}
     return run, meta
 
@@ -183,13 +193,19 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
             run_id=f"tunegate-{uuid.uuid4().hex[:8]}",
         )
         spec = options.workload.tokenizer
-        run = run_workload(
-            workload, config, workers=options.workers,
-            counter_factory=functools.partial(_counter, spec) if spec else None,
-            progress=progress, duration_s=options.duration_s,
-        )
+        telemetry = (ServerTelemetry(target.url, api_key=api_key,
+                                     interval_s=options.metrics_interval_s)
+                     if options.server_metrics else None)
+        with telemetry or contextlib.nullcontext():
+            run = run_workload(
+                workload, config, workers=options.workers,
+                counter_factory=functools.partial(_counter, spec) if spec else None,
+                progress=progress, duration_s=options.duration_s,
+            )
         meta = {"backend": "openai-chat" if target.endpoint == "chat" else "openai",
                 "model_id": model, "base_url": redact_url(target.url)}
+        if telemetry is not None:
+            meta["server_metrics"] = telemetry.block
     schedule = workload.schedule
     metadata: dict[str, Any] = {
         **meta,
@@ -204,6 +220,7 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
         "workload": dict(workload.description),
     }
     summary = summarize(run.records, percentiles=options.percentiles, slos=slos)
+    summary.update(summary_keys(meta.get("server_metrics")))  # absent when not reported
     roofline = meta.get("roofline")
     validation = validate_records(
         run.records, run.lag if options.sim is None else None,
@@ -211,6 +228,8 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
         percentiles=options.percentiles, warmup_excluded=options.workload.num_warmup,
         server_metrics=meta.get("server_metrics"),
         roofline=RooflineLimits(**roofline) if roofline else None,
+        arrival=schedule.kind if schedule.offsets_s is not None else None,
+        burstiness=schedule.burstiness,
     )
     return BenchResult(run=run, summary=summary, validation=validation, metadata=metadata)
 

@@ -1,7 +1,11 @@
 """The bench result file: vLLM ``bench serve`` keys plus tunegate's, and its writer.
 
 Key names follow vLLM so existing dashboards read our files; tunegate adds ``prefill_*``,
-``decode_*``, ``generation_*``, ``goodput``, ``outcomes``, ``client`` and ``validation``.
+``decode_*``, ``generation_*``, ``goodput``, ``outcomes``, ``client``, ``validation`` and
+``server_metrics`` (the server's own ``/metrics`` over the run, the block of
+:mod:`tunegate.loadgen.server_metrics`), whose headline figures are also summary keys
+(``kv_cache_usage_peak``, ``preemptions``, ``server_queue_time_mean_ms``...; absent when the
+server did not report them).
 Per-request arrays (``--save-detailed``) use vLLM's names and units (seconds) and, in ``records``,
 tunegate's full records (nanoseconds).
 """
@@ -24,7 +28,7 @@ from tunegate.gauge import ValidationReport
 from tunegate.loadgen.client import redact_url
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import RunResult
-from tunegate.metrics.definitions import NS_PER_S, itl_ns, ttft_ns
+from tunegate.metrics.definitions import NS_PER_S, itl_ns, ttfat_ns, ttft_ns
 
 __all__ = ["BenchResult", "check_writable", "redact_url", "write_json", "write_result"]
 
@@ -52,10 +56,12 @@ class BenchResult:
     def to_json(self, *, save_detailed: bool = False) -> dict[str, Any]:
         """The result document (JSON-ready: no NaN or infinity, ``"inf"`` as vLLM writes it)."""
         lag = self.run.lag
+        metadata = dict(self.metadata)
+        server = metadata.pop("server_metrics", None)
         doc: dict[str, Any] = {
             "tunegate_version": __version__,
             "date": dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S"),
-            **self.metadata,
+            **metadata,
             **self.summary,
             "interrupted": self.run.interrupted,
             "not_sent": self.run.not_sent,
@@ -69,6 +75,8 @@ class BenchResult:
             },
             "validation": self.validation.to_dict(),
         }
+        if server is not None:
+            doc["server_metrics"] = server
         if save_detailed:
             doc |= _detailed(self.run.records)
         safe: dict[str, Any] = _json_safe(doc)
@@ -85,6 +93,17 @@ def _detailed(records: list[RequestRecord]) -> dict[str, Any]:
         "generated_texts": [r.generated_text or "" for r in measured],
         "errors": [r.error or "" for r in measured],
         "records": [r.to_dict() for r in records],
+    } | _detailed_reasoning(measured)
+
+
+def _detailed_reasoning(measured: list[RequestRecord]) -> dict[str, Any]:
+    """Per-request reasoning arrays, only when some request reasoned (seconds, like ``ttfts``)."""
+    if not any(r.reasoning_streamed or r.usage_reasoning_tokens for r in measured):
+        return {}
+    return {
+        "ttfats": [(t / NS_PER_S if (t := ttfat_ns(r)) is not None else None) for r in measured],
+        "reasoning_lens": [r.reasoning_tokens for r in measured],
+        "answer_lens": [r.answer_tokens for r in measured],
     }
 
 

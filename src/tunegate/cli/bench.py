@@ -12,7 +12,13 @@ from urllib.parse import urlsplit
 import pydantic
 from pydantic import SecretStr
 
-from tunegate.cli.console import console, print_summary, print_validation, progress_bar
+from tunegate.cli.console import (
+    console,
+    print_server_metrics,
+    print_summary,
+    print_validation,
+    progress_bar,
+)
 from tunegate.errors import ConfigError
 
 __all__ = ["run"]
@@ -25,6 +31,7 @@ _FIELD_FLAGS = {
     "burstiness": "--burstiness", "arrival": "--arrival", "dataset": "--dataset",
     "url": "--url", "request_timeout_s": "--request-timeout", "workers": "--workers",
     "duration_s": "--duration", "percentiles": "--percentiles",
+    "metrics_interval_s": "--metrics-interval",
 }
 
 
@@ -50,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="simulator engine argument (repeatable)")
     t.add_argument("--sim-seed", type=int, default=None,
                    help="simulator noise seed (default: --seed); vary it between repeats")
+    t.add_argument("--metrics-interval", type=float, default=None, metavar="S",
+                   help="scrape the server's /metrics every S seconds during the run, and "
+                   "right before and after it (default 2)")
+    t.add_argument("--no-metrics", action="store_true",
+                   help="do not scrape the server's /metrics")
     w = p.add_argument_group("workload")
     w.add_argument("--dataset", choices=["synthetic", "seed", "jsonl", "sharegpt"],
                    default="synthetic", help="seed = the article's 1319-request workload")
@@ -148,6 +160,9 @@ def _options(args: argparse.Namespace) -> Any:
             goodput=tuple(args.goodput), workers=args.workers, duration_s=args.duration,
             keep_text=args.save_detailed, sim=args.sim,
             engine_args=_engine_args(args.engine_arg), sim_seed=args.sim_seed,
+            server_metrics=not args.no_metrics,
+            **({} if args.metrics_interval is None
+               else {"metrics_interval_s": args.metrics_interval}),
         )
     except pydantic.ValidationError as exc:
         error = options_error(exc, source="command line")
@@ -174,6 +189,7 @@ def run(argv: Sequence[str]) -> int:
         write_result(args.out, document)
     if not args.quiet:
         print_summary(document, result.validation.invalid_metrics)
+        print_server_metrics(document.get("server_metrics"))
         print_validation(result.validation)
         if args.out is not None:
             console.print(f"result written to {args.out}")

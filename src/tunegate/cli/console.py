@@ -14,7 +14,8 @@ from tunegate.gauge import Severity, ValidationReport
 from tunegate.loadgen.records import RequestRecord
 from tunegate.metrics.summary import percentile_key
 
-__all__ = ["console", "print_summary", "print_validation", "progress_bar"]
+__all__ = ["console", "print_server_metrics", "print_summary", "print_validation",
+           "progress_bar"]
 
 console = Console(stderr=False, highlight=False)
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -90,6 +91,29 @@ def print_summary(doc: dict[str, Any], invalid: set[str]) -> None:
             cells = [f"[strike]{cell}[/]" for cell in cells]
         table.add_row(title, *cells)
     console.print(table)
+
+
+def print_server_metrics(block: Any) -> None:
+    """One line: what the server's own /metrics reported (engine, scrapes, KV-cache peak)."""
+    if not isinstance(block, dict):
+        return
+    derived = block.get("derived") or {}
+    engine = block.get("engine")
+    scrapes = f"{block.get('scrapes', 0)} scrapes"
+    if block.get("failed_scrapes"):
+        scrapes += f", {block['failed_scrapes']} failed"
+    if engine is None:
+        console.print(f"server metrics: none ({scrapes}): {block.get('error') or 'unknown'}")
+        return
+    parts = [f"{engine} ({scrapes})"]
+    kv = derived.get("kv_cache_usage_peak")
+    parts.append(f"KV-cache peak {kv:.1%}" if kv is not None else "KV-cache peak not reported")
+    for key, label in (("running_peak", "running peak"), ("preemptions", "preemptions")):
+        if derived.get(key) is not None:
+            parts.append(f"{label} {derived[key]:g}")
+    if block.get("resets"):
+        parts.append(f"[bold red]{len(block['resets'])} counters went backwards[/]")
+    console.print("server metrics: " + ", ".join(parts))
 
 
 def print_validation(report: ValidationReport) -> None:

@@ -1,7 +1,8 @@
 """``tunegate validate FILE [--json]``: run the gauge checks on any benchmark report.
 
-Reads tunegate results and foreign ones (vLLM ``bench serve``, AIPerf, GuideLLM), format
-detected from the content. Exit codes: 0 valid, 3 invalid (an error-severity finding), 2 usage
+Reads tunegate results and foreign ones (vLLM ``bench serve``, SGLang ``bench_serving``,
+AIPerf, GuideLLM; JSON, JSONL or YAML, one result or a sweep), format detected from the
+content. Exit codes: 0 valid, 3 invalid (an error-severity finding), 2 usage
 error (missing file, malformed JSON, unknown format), 1 anything else.
 """
 
@@ -15,19 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from tunegate.gauge import ValidatedFile, validate_file
+from tunegate.gauge.foreign import FORMAT_NAMES
 
 __all__ = ["run"]
-
-_FORMATS = {"tunegate": "tunegate result", "vllm": "vLLM bench serve result",
-            "aiperf": "AIPerf export", "guidellm": "GuideLLM benchmarks.json"}
-
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tunegate validate",
         description="Check a benchmark report before trusting it: TTFT == E2EL, prefill slower "
         "than decode, Little's law, token counts, sample size, clocks, ... Reads tunegate, vLLM "
-        "bench serve, AIPerf and GuideLLM files (format detected from the content).",
+        "bench serve, SGLang bench_serving, AIPerf and GuideLLM files, JSON, JSONL or YAML (format "
+        "detected from the content; a file of several results is judged result by result).",
         epilog="Exit codes: 0 valid, 3 invalid, 2 usage error, 1 other.",
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the report to validate")
@@ -50,11 +49,16 @@ def _evidence(evidence: dict[str, Any]) -> str:
 def _print_human(result: ValidatedFile) -> None:
     loaded, report = result.loaded, result.report
     out = sys.stdout.write
-    out(f"{loaded.path}: {_FORMATS.get(loaded.format, loaded.format)}\n")
+    out(f"{loaded.path}: {FORMAT_NAMES.get(loaded.format, loaded.format)}\n")
     for note in loaded.notes:
         out(f"  note: {note}\n")
     out("verdict: " + ("valid" if report.valid else "INVALID (the gauge is broken: do not use "
                         "these numbers)") + "\n")
+    if len(result.per_result) > 1:
+        for label, verdict in result.per_result:
+            codes = ", ".join(f.code for f in verdict.findings if f.code != "summary_only")
+            out(f"  {label}: {'valid' if verdict.valid else 'INVALID'}"
+                f"{f' ({codes})' if codes else ''}\n")
     if report.invalid_metrics:
         out(f"invalid metrics: {', '.join(sorted(report.invalid_metrics))}\n")
     for finding in report.findings:

@@ -13,7 +13,14 @@ from typing import Any
 
 from tunegate.gauge.checks import CHECKS, run_checks
 from tunegate.gauge.codes import CODES
-from tunegate.gauge.dataset import Dataset, RequestSample, RooflineLimits, RunContext, Summary
+from tunegate.gauge.dataset import (
+    Dataset,
+    RequestSample,
+    RooflineLimits,
+    RunContext,
+    Summary,
+    engine_of_metrics,
+)
 from tunegate.gauge.findings import Finding, Severity, ValidationReport
 from tunegate.gauge.foreign import ValidatedFile, load_report, validate_file
 from tunegate.gauge.from_records import dataset_from_records
@@ -32,6 +39,7 @@ __all__ = [
     "Summary",
     "ValidatedFile",
     "ValidationReport",
+    "engine_of_metrics",
     "load_report",
     "validate_dataset",
     "validate_file",
@@ -54,6 +62,9 @@ def validate_records(
     warmup_excluded: int | None = None,
     server_metrics: Mapping[str, Any] | None = None,
     roofline: RooflineLimits | None = None,
+    arrival: str | None = None,
+    burstiness: float | None = None,
+    engine: str | None = None,
 ) -> ValidationReport:
     """Run every check on a run's records (warm-up records are marked and left out).
 
@@ -66,6 +77,8 @@ def validate_records(
         warmup_excluded: Warm-up requests excluded (``warmup_included`` stays silent if > 0).
         server_metrics: The server's metrics over the run (``server_client_disagree``).
         roofline: Hardware limits (``roofline_exceeded``).
+        arrival / burstiness: The open loop's arrival process (``offered_load_mismatch``).
+        engine: The serving engine, when known (engine-specific remedies).
     """
     stream = {r.streamed for r in records}
     context = RunContext(
@@ -75,5 +88,6 @@ def validate_records(
         warmup_excluded=warmup_excluded if warmup_excluded is not None
         else sum(1 for r in records if r.warmup),
         lag=lag, server_metrics=server_metrics, roofline=roofline,
+        arrival=arrival, burstiness=burstiness, engine=engine or engine_of_metrics(server_metrics),
     )
     return run_checks(dataset_from_records(records, context))

@@ -28,9 +28,15 @@ CODES: dict[str, str] = {
         " peak exceeds the cap): timings, counts or duration are wrong; warning when a closed loop"
         " kept far fewer requests in flight than configured."
     ),
+    "offered_load_mismatch": (
+        "error: an open loop's achieved arrival rate differs from the configured rate beyond"
+        " what its arrival process allows (from send times, both directions; from a summary,"
+        " completions faster than the configured arrivals): the figures describe another load."
+    ),
     "token_count_mismatch": (
         "warning: server usage, tokenizer and content-event counts disagree, or output stopped"
-        " short of max_tokens although ignore_eos was set."
+        " short of max_tokens although ignore_eos was set; error when a reported output total"
+        " and its re-tokenised count differ more than 2x (per-token figures are that far off)."
     ),
     "token_count_approximate": (
         "warning: no usage and no tokenizer: output tokens were counted as content events."
@@ -40,8 +46,8 @@ CODES: dict[str, str] = {
     ),
     "error_rate": "warning (error at >= 50%): failed requests, by outcome, with examples.",
     "too_few_samples": (
-        "warning: a quoted percentile has fewer than 5 samples beyond it (p99 of 100 requests"
-        " is nearly the maximum): the tail figure is noise."
+        "info: a quoted percentile has less than one sample beyond it (p99 of fewer than 100"
+        " requests): the figure is the maximum, or an interpolation towards it, not a tail."
     ),
     "warmup_included": (
         "warning: the first requests were much slower per token than the rest and no warm-up"
@@ -54,6 +60,11 @@ CODES: dict[str, str] = {
     "server_client_disagree": (
         "warning: the server's /metrics histograms (TTFT, E2E latency, request and token counts)"
         " disagree with the client's measurements beyond network and scrape tolerance."
+    ),
+    "server_restarted": (
+        "error: a counter of the server's /metrics went backwards between two scrapes of the"
+        " run: the server restarted (or was replaced) mid-run, so the run measured two server"
+        " processes; the evidence names the metric, its values and when."
     ),
     "roofline_exceeded": (
         "error: a measured rate exceeds what the hardware allows for this model (memory"

@@ -20,7 +20,7 @@ import numpy as np
 from tunegate.loadgen.lag import LagSummary
 
 __all__ = ["Dataset", "RequestSample", "RooflineLimits", "RunContext", "Stat", "Summary",
-           "stat_of"]
+           "engine_of_metrics", "stat_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,9 @@ class RequestSample:
     """One request as a foreign tool (or tunegate) reported it. Times in seconds.
 
     ``None`` always means "the source did not say"; ``itls_s=()`` means "known: no gaps".
+    ``ttfat_s`` is the time to the first *answer* token (after any reasoning) and
+    ``reasoning_tokens`` the reasoning part of ``output_tokens``, when the source tells them
+    apart (tunegate, AIPerf, GuideLLM 0.7+).
     ``content_events`` counts events carrying generated text; ``chunks`` counts whatever the
     transport delivered (role, usage and ``[DONE]`` events included), when that is all a tool
     records (AIPerf's ``http_req_chunks_received``).
@@ -81,6 +84,8 @@ class RequestSample:
     requested_max_tokens: int | None = None
     ignore_eos: bool | None = None
     warmup: bool = False
+    ttfat_s: float | None = None
+    reasoning_tokens: int | None = None
 
     @property
     def tpot_s(self) -> float | None:
@@ -92,12 +97,21 @@ class RequestSample:
 
 @dataclass(frozen=True, slots=True)
 class Stat:
-    """A summary of one distribution as a report quotes it (``percentiles``: p -> value)."""
+    """A summary of one distribution as a report quotes it (``percentiles``: p -> value).
+
+    Attributes:
+        std: Standard deviation, when the report gives one.
+        derived: ``None`` when the report quoted these figures; otherwise how tunegate derived
+            them from other fields (e.g. E2EL from TTFT + TPOT x (output - 1) when the report
+            left E2EL out), so messages can say the figure was not measured as such.
+    """
 
     mean: float | None = None
     median: float | None = None
     percentiles: Mapping[float, float] = field(default_factory=dict)
     count: int | None = None
+    std: float | None = None
+    derived: str | None = None
 
     def quoted(self) -> dict[str, float]:
         """Every statistic the report gave, by name (``mean``, ``median``, ``p99``...)."""
@@ -108,7 +122,16 @@ class Stat:
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """Run totals and distributions (latencies in ms, as every tool reports them)."""
+    """Run totals and distributions (latencies in ms, as every tool reports them).
+
+    ``max_concurrent_requests`` is an instantaneous peak of requests in flight, set only when
+    the source measured one (tunegate's records; not vLLM's per-second bucket count).
+    ``mean_concurrent_requests`` is the time-averaged number in flight the tool measured (SGLang's
+    ``concurrency``: sum of latencies / duration). ``error_examples`` are failure messages the
+    report names when it has no per-request data (AIPerf's ``error_summary``). ``ttfat_ms`` and
+    ``mean_reasoning_tokens``: time to first answer token and reasoning tokens per request, for
+    reasoning models, when the source tells reasoning from answer.
+    """
 
     completed: int | None = None
     failed: int | None = None
@@ -117,11 +140,18 @@ class Summary:
     tpot_ms: Stat | None = None
     itl_ms: Stat | None = None
     e2el_ms: Stat | None = None
+    ttfat_ms: Stat | None = None
+    mean_reasoning_tokens: float | None = None
     mean_input_tokens: float | None = None
     mean_output_tokens: float | None = None
     total_output_tokens: float | None = None
     output_throughput: float | None = None
     max_concurrent_requests: float | None = None
+    mean_concurrent_requests: float | None = None
+    request_throughput: float | None = None
+    num_prompts: int | None = None
+    total_output_tokens_retokenized: float | None = None
+    error_examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +165,16 @@ class RunContext:
         percentiles: Percentiles the report quotes.
         warmup_excluded: Requests excluded as warm-up (``None``: unknown).
         lag: The load generator's own event-loop lag (tunegate only).
-        server_metrics: The server's ``/metrics`` over the run, by vLLM name: a number, or a
-            histogram ``{"count", "sum", "buckets"}``.
+        server_metrics: The server's ``/metrics`` over the run: the block of
+            :mod:`tunegate.loadgen.server_metrics` (checks read its engine-independent
+            ``derived`` keys), or an older file's flat snapshot keyed by vLLM names.
         roofline: Hardware limits, when hardware and model are known.
+        engine: The serving engine when the report names it (``vllm``, ``sglang``,
+            ``llamacpp``): remedies then name that engine's flags; ``None`` when unknown.
+        arrival: The open loop's arrival process (``poisson``, ``gamma``, ``constant``).
+        burstiness: The gamma shape of the arrivals (1 = Poisson); ``None`` when unknown.
+        rate_schedule: True when the request rate changed during the run (a ramp-up): one
+            configured rate then describes no part of it.
     """
 
     max_concurrency: int | None = None
@@ -148,6 +185,10 @@ class RunContext:
     lag: LagSummary | None = None
     server_metrics: Mapping[str, Any] | None = None
     roofline: RooflineLimits | None = None
+    engine: str | None = None
+    arrival: str | None = None
+    burstiness: float | None = None
+    rate_schedule: bool = False
 
     @property
     def closed_loop(self) -> bool:
@@ -157,12 +198,17 @@ class RunContext:
 
 @dataclass(frozen=True, slots=True)
 class Dataset:
-    """What the checks read: samples (when known), summary, context, and the source's name."""
+    """What the checks read: samples (when known), summary, context, and the source's name.
+
+    ``requests_are_sample``: the requests are a sample of the run's (GuideLLM keeps a few per
+    status), so checks that need every request (arrival rate, counts) use the summary.
+    """
 
     source: str
     summary: Summary
     requests: tuple[RequestSample, ...] | None = None
     context: RunContext = field(default_factory=RunContext)
+    requests_are_sample: bool = False
 
     @property
     def measured(self) -> list[RequestSample]:
@@ -179,6 +225,12 @@ class Dataset:
         return bool(self.requests)
 
 
+def engine_of_metrics(server_metrics: Mapping[str, Any] | None) -> str | None:
+    """The serving engine a scraped ``/metrics`` revealed (``vllm``, ``sglang``, ``llamacpp``)."""
+    engine = (server_metrics or {}).get("engine")
+    return engine if engine in ("vllm", "sglang", "llamacpp") else None
+
+
 def stat_of(values: Sequence[float], percentiles: Sequence[float]) -> Stat | None:
     """A :class:`Stat` computed from raw values (NumPy linear interpolation, as vLLM)."""
     if not values:
@@ -189,6 +241,7 @@ def stat_of(values: Sequence[float], percentiles: Sequence[float]) -> Stat | Non
         median=float(np.median(array)),
         percentiles={p: float(np.percentile(array, p)) for p in percentiles},
         count=len(values),
+        std=float(array.std()),
     )
 
 
@@ -200,6 +253,7 @@ def summary_from_samples(
     failed = sum(1 for r in samples if not r.ok and not r.warmup)
     outs = [r.output_tokens for r in ok if r.output_tokens is not None]
     ins = [r.input_tokens for r in ok if r.input_tokens is not None]
+    thinking = [r.reasoning_tokens for r in ok if r.reasoning_tokens is not None]
     return Summary(
         completed=len(ok),
         failed=failed,
@@ -208,6 +262,8 @@ def summary_from_samples(
         tpot_ms=stat_of([t * 1e3 for r in ok if (t := r.tpot_s) is not None], percentiles),
         itl_ms=stat_of([g * 1e3 for r in ok for g in r.itls_s or ()], percentiles),
         e2el_ms=stat_of([r.e2el_s * 1e3 for r in ok if r.e2el_s is not None], percentiles),
+        ttfat_ms=stat_of([r.ttfat_s * 1e3 for r in ok if r.ttfat_s is not None], percentiles),
+        mean_reasoning_tokens=float(np.mean(thinking)) if thinking else None,
         mean_input_tokens=float(np.mean(ins)) if ins else None,
         mean_output_tokens=float(np.mean(outs)) if outs else None,
         total_output_tokens=float(sum(outs)) if outs else None,

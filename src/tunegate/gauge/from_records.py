@@ -12,7 +12,14 @@ from dataclasses import replace
 
 from tunegate.gauge.dataset import Dataset, RequestSample, RunContext, summary_from_samples
 from tunegate.loadgen.records import CountSource, RequestRecord
-from tunegate.metrics.definitions import NS_PER_S, benchmark_duration_ns, e2el_ns, itl_ns, ttft_ns
+from tunegate.metrics.definitions import (
+    NS_PER_S,
+    benchmark_duration_ns,
+    e2el_ns,
+    itl_ns,
+    ttfat_ns,
+    ttft_ns,
+)
 from tunegate.metrics.summary import concurrency_profile
 
 __all__ = ["dataset_from_records", "sample_from_record"]
@@ -44,6 +51,9 @@ def sample_from_record(record: RequestRecord, origin_ns: int = 0) -> RequestSamp
         requested_max_tokens=record.requested_max_tokens,
         ignore_eos=record.ignore_eos,
         warmup=record.warmup,
+        # Only for reasoning models: elsewhere TTFAT is TTFT and says nothing new.
+        ttfat_s=_s(ttfat_ns(record)) if record.reasoning_streamed else None,
+        reasoning_tokens=record.reasoning_tokens,
     )
 
 

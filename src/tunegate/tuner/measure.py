@@ -1,13 +1,19 @@
 """One benchmark repeat of the running config, validated before anyone reads it.
 
 The virtual simulator is measured in process (its own records, same type); every other adapter
-over real sockets with loadgen. Either way the result is a :class:`Measurement`: the summary
-under vLLM key names, the gauge's verdict, and the per-metric values the gate compares. Full
-records go to the run directory, one file per measurement; the journal keeps the summary.
+over real sockets with loadgen, its ``/metrics`` scraped before, during and after the repeat
+(:mod:`tunegate.loadgen.telemetry`; not for an engine without Prometheus metrics). Either way
+the result is a :class:`Measurement`: the summary under vLLM key names plus the server's own
+figures (``kv_cache_usage_peak``, ``preemptions``, ``server_queue_time_mean_ms``... absent when
+not reported, usable as objective, guardrail or SLO), the gauge's verdict (which also checks
+the server's metrics against the client's), and the per-metric values the gate compares. Full
+records and the ``server_metrics`` block go to the run directory, one file per measurement;
+the journal keeps the summary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +22,8 @@ from typing import Any
 from tunegate.gauge import ValidationReport, validate_records
 from tunegate.loadgen.client import ClientConfig
 from tunegate.loadgen.records import RequestRecord
+from tunegate.loadgen.server_metrics import block_from_exposition, summary_keys
+from tunegate.loadgen.telemetry import ServerTelemetry
 from tunegate.loadgen.workers import run_workload
 from tunegate.metrics import summarize
 from tunegate.servers.adapters import ServerConfig, VirtualHandle, VirtualSimulator
@@ -34,11 +42,13 @@ class Measurement:
         summary: :func:`tunegate.metrics.summarize` output.
         validation: The gauge's report on these records.
         records_file: Where the records were written (relative to the run directory).
+        server_metrics: The server's ``/metrics`` over the repeat (``None``: not scraped).
     """
 
     summary: dict[str, Any]
     validation: ValidationReport
     records_file: str
+    server_metrics: dict[str, Any] | None = None
 
     @property
     def valid(self) -> bool:
@@ -59,24 +69,32 @@ class Measurement:
 def _records(
     adapter: Any, handle: Any, config: ServerConfig, workload: Workload,
     bench: BenchmarkSection, repeat: int,
-) -> list[RequestRecord]:
+) -> tuple[list[RequestRecord], dict[str, Any] | None]:
     if isinstance(adapter, VirtualSimulator):
         assert isinstance(handle, VirtualHandle)
-        return adapter.measure(handle, workload, stream=bench.stream, repeat=repeat).records
+        run = adapter.measure(handle, workload, stream=bench.stream, repeat=repeat)
+        metrics = run.server_metrics
+        return run.records, block_from_exposition(metrics.render(), peaks=metrics.peaks,
+                                                  t_s=run.duration_ns / 1e9)
+    base_url = f"http://{config.host}:{config.port}"
+    telemetry = (ServerTelemetry(base_url, api_key=config.api_key,
+                                 path=getattr(adapter, "metrics_path", "/metrics"))
+                 if getattr(adapter, "expected_metric_prefix", None) else None)
     client = ClientConfig(
-        base_url=f"http://{config.host}:{config.port}", model=config.expected_model,
+        base_url=base_url, model=config.expected_model,
         endpoint=bench.endpoint, stream=bench.stream, ignore_eos=bench.ignore_eos,
         api_key=config.api_key, request_timeout_s=bench.request_timeout_s,
         run_id=f"tunegate-tune-{repeat}",
     )
-    result = run_workload(workload, client)
+    with telemetry or contextlib.nullcontext():
+        result = run_workload(workload, client)
     if result.interrupted:
         # The load generator turns Ctrl-C (and SIGTERM) into a graceful stop and returns the
         # partial records, which is right for ``tunegate bench``. Here the operator asked the
         # tuning run to stop: a partial repeat is not a repeat, so the run aborts as it would
         # have outside a benchmark (exit 130); the journalled repeats are kept.
         raise KeyboardInterrupt("interrupted during a benchmark repeat")
-    return result.records
+    return result.records, telemetry.block if telemetry is not None else None
 
 
 def measure(
@@ -94,14 +112,21 @@ def measure(
         name: A unique name for this measurement (e.g. ``t003-r2``).
         repeat: The repeat number (varies the simulator's noise draw).
     """
-    records = _records(adapter, handle, config, workload, bench, repeat)
+    records, server = _records(adapter, handle, config, workload, bench, repeat)
     concurrency = workload.schedule.max_concurrency
     summary = summarize(records)
-    validation = validate_records(records, None, max_concurrency=concurrency)
+    summary.update(summary_keys(server))  # absent when the server did not report them
+    schedule = workload.schedule
+    validation = validate_records(
+        records, None, max_concurrency=concurrency, request_rate=schedule.request_rate,
+        server_metrics=server, burstiness=schedule.burstiness,
+        arrival=schedule.kind if schedule.offsets_s is not None else None)
     relative = Path("measurements") / f"{name}.json"
-    atomic_write_json(run_dir / relative, {"records": [r.to_dict() for r in records]},
-                      indent=None)
-    return Measurement(summary, validation, str(relative))
+    document: dict[str, Any] = {"records": [r.to_dict() for r in records]}
+    if server is not None:
+        document["server_metrics"] = server
+    atomic_write_json(run_dir / relative, document, indent=None)
+    return Measurement(summary, validation, str(relative), server)
 
 
 def load_records(run_dir: Path, records_file: str) -> list[RequestRecord]:

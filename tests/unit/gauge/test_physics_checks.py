@@ -30,16 +30,46 @@ def _finding(data: Dataset, code: str):  # type: ignore[no-untyped-def]
     return next(f for f in validate_dataset(data).findings if f.code == code)
 
 
+def _articles_rates(n: int = 20) -> list[RequestSample]:
+    """Prompts of 43-83 tokens, each prefilled at 7.07 tok/s; TPOT 59.6 ms = 16.78 tok/s."""
+    return [_req(n_in, n_in / 7.07, 159, 1 / 16.78) for n_in in range(43, 43 + 2 * n, 2)]
+
+
 def test_prefill_slower_than_decode_fires_with_the_articles_rates() -> None:
-    # 63 tokens in 8.91 s = 7.07 tok/s; TPOT 59.6 ms = 16.78 tok/s.
-    data = _data([_req(63, 63 / 7.07, 159, 1 / 16.78)] * 20)
-    finding = _finding(data, "prefill_slower_than_decode")
+    finding = _finding(_data(_articles_rates()), "prefill_slower_than_decode")
     assert finding.severity is Severity.WARNING and finding.derived_from == ()
     assert finding.evidence["mean_prefill_tok_s"] == pytest.approx(7.07)
     assert finding.evidence["mean_decode_tok_s"] == pytest.approx(16.78)
     assert finding.evidence["ratio"] == pytest.approx(7.07 / 16.78)
     assert finding.evidence["expected_ratio"] == [5.0, 10.0]
-    assert "chunked prefill" in finding.remedy
+    assert "chunked" in finding.remedy and "SGLang" in finding.remedy  # engine unknown
+
+
+@pytest.mark.parametrize(("engine", "flag"), [
+    ("vllm", "--enable-chunked-prefill"), ("sglang", "--chunked-prefill-size"),
+    ("llamacpp", "-ub/--ubatch-size")])
+def test_the_remedy_names_the_serving_engines_own_flags(engine: str, flag: str) -> None:
+    finding = _finding(_data(_articles_rates(), engine=engine), "prefill_slower_than_decode")
+    assert flag in finding.remedy
+    others = {"vllm": "vllm:", "sglang": "sglang:", "llamacpp": "llamacpp:"}
+    assert all(prefix not in finding.remedy for e, prefix in others.items() if e != engine)
+
+
+def test_short_prompts_are_not_judged() -> None:
+    # 9-token prompts in 250 ms: 36 tok/s "prefill" against 50 tok/s decode is fixed cost.
+    reqs = [_req(9, 0.25 + i * 1e-3, 64, 0.02) for i in range(20)]
+    report = validate_dataset(_data(reqs))
+    assert "prefill_slower_than_decode" not in report.codes()
+    assert "9.0 tokens" in dict(report.not_checked)["prefill_slower_than_decode"]
+
+
+def test_every_ttft_at_the_same_instant_points_to_a_stall_not_chunking() -> None:
+    # Prompts of 43-81 tokens all get their first token after exactly 6 s under load.
+    reqs = [_req(n_in, 6.0, 159, 1 / 16.78) for n_in in range(43, 83, 2)]
+    finding = _finding(_data(reqs, max_concurrency=16), "prefill_slower_than_decode")
+    assert finding.evidence["ttft_cv"] == 0.0
+    assert "stall or a hand-off" in finding.message
+    assert "chunk" not in finding.remedy and "hand-off" in finding.remedy
 
 
 def test_healthy_prefill_is_silent() -> None:
@@ -50,9 +80,9 @@ def test_healthy_prefill_is_silent() -> None:
 def test_queueing_from_server_histograms_is_removed_before_judging() -> None:
     # 5 s TTFT (12 tok/s, slower than 20 tok/s decode) of which 4.9 s were queueing:
     # prefill 60 / 0.1 s = 600 tok/s once the queue time is removed.
-    reqs = [_req(60, 5.0, 100, 0.05)] * 20
+    reqs = [_req(60, 5.0 + i * 0.01, 100, 0.05) for i in range(20)]
     assert "prefill_slower_than_decode" in validate_dataset(_data(reqs)).codes()
-    queue = {"vllm:request_queue_time_seconds": {"count": 20, "sum": 98.0}}
+    queue = {"vllm:request_queue_time_seconds": {"count": 20, "sum": 99.9}}
     assert "prefill_slower_than_decode" not in validate_dataset(
         _data(reqs, server_metrics=queue)).codes()
 

@@ -20,8 +20,9 @@ from tunegate.gauge.checks.load import (
     too_few_samples,
     warmup_included,
 )
+from tunegate.gauge.checks.offered import offered_load_mismatch
 from tunegate.gauge.checks.physics import prefill_slower_than_decode, roofline_exceeded
-from tunegate.gauge.checks.server import server_client_disagree
+from tunegate.gauge.checks.server import server_client_disagree, server_restarted
 from tunegate.gauge.checks.timing import clock_anomaly, ttft_equals_e2el, ttft_missing
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity, ValidationReport
@@ -35,11 +36,13 @@ CHECKS: dict[str, Check] = {
     "error_rate": error_rate,
     "prefill_slower_than_decode": prefill_slower_than_decode,
     "littles_law_violation": littles_law_violation,
+    "offered_load_mismatch": offered_load_mismatch,
     "token_count_mismatch": token_count_mismatch,
     "token_count_approximate": token_count_approximate,
     "client_saturated": client_saturated,
     "too_few_samples": too_few_samples,
     "warmup_included": warmup_included,
+    "server_restarted": server_restarted,
     "server_client_disagree": server_client_disagree,
     "roofline_exceeded": roofline_exceeded,
 }
@@ -50,23 +53,35 @@ def run_checks(data: Dataset) -> ValidationReport:
     """Run every check on ``data``; say what could not be checked, and why."""
     prior: dict[str, Finding] = {}
     not_checked: dict[str, str] = {}
+    judged: list[str] = []
     limited: list[str] = []
     for code, check in CHECKS.items():
         result = check(data, prior)
-        if isinstance(result, Finding):
-            prior[result.code] = result
-        elif isinstance(result, NotChecked):
+        if isinstance(result, NotChecked):
             not_checked[code] = result.reason
             if result.needs_requests:
                 limited.append(code)
+            continue
+        judged.append(code)
+        if isinstance(result, Finding):
+            prior[result.code] = result
     findings = list(prior.values())
     if not data.has_requests:
-        findings.append(Finding(
-            code="summary_only", severity=Severity.INFO,
-            message=("The report has no per-request data: TTFT == E2EL and prefill vs decode "
-                     "were judged from summary statistics (means and percentiles), and "
-                     + (", ".join(limited) if limited else "no check") + " could not run."),
-            evidence={"format": data.source, "not_checked": limited},
-            remedy="Keep per-request data (vLLM --save-detailed, AIPerf profile_export.jsonl).",
-        ))
+        findings.append(_summary_only(data, judged, limited))
     return ValidationReport(tuple(findings), tuple(not_checked.items()))
+
+
+def _summary_only(data: Dataset, judged: list[str], limited: list[str]) -> Finding:
+    """Which checks the summary statistics alone could answer, and which needed requests."""
+    ran = ", ".join(judged) if judged else "no check"
+    missed = (f"; {', '.join(limited)} could not run without per-request data" if limited
+              else "")
+    return Finding(
+        code="summary_only", severity=Severity.INFO,
+        message=(f"The report has no per-request data: {ran} judged its summary statistics "
+                 f"(means, percentiles, totals){missed}. Checks that could not run for "
+                 "another reason are listed under not_checked."),
+        evidence={"format": data.source, "judged": judged, "not_checked": limited},
+        remedy="Keep per-request data (vLLM --save-detailed, SGLang --output-details, AIPerf "
+               "profile_export.jsonl).",
+    )

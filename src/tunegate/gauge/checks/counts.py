@@ -12,6 +12,11 @@ __all__ = ["client_saturated", "token_count_approximate", "token_count_mismatch"
 
 COUNT_SLACK_TOKENS, COUNT_SLACK_SHARE = 2, 0.02
 """Two counts of one text agree within max(2 tokens, 2%) (special tokens, re-tokenisation)."""
+COUNT_OFF_FACTOR = 2.0
+"""A reported total this many times the re-tokenised one (or less than its half) is not
+re-tokenisation noise: the report counted something else (SGLang's OpenAI-compatible clients
+store the *requested* length when the server sends no usage), and every per-token figure is off
+by that factor: an error."""
 LAG_WARNING_MS = 1.0
 """Event-loop lag (p99) above this distorts timestamps by a measurable amount."""
 
@@ -20,10 +25,26 @@ def _differ(a: int, b: int) -> bool:
     return abs(a - b) > max(COUNT_SLACK_TOKENS, COUNT_SLACK_SHARE * max(a, b))
 
 
+def _retokenized(data: Dataset) -> tuple[float, float] | None:
+    """(reported, re-tokenised) output token totals when they disagree beyond the slack."""
+    s = data.summary
+    reported, again = s.total_output_tokens, s.total_output_tokens_retokenized
+    if reported is None or again is None or not s.completed:
+        return None
+    slack = max(COUNT_SLACK_TOKENS * s.completed, COUNT_SLACK_SHARE * max(reported, again))
+    return (reported, again) if abs(reported - again) > slack else None
+
+
 def token_count_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
-    """Usage vs tokenizer vs event counts; short outputs although ignore_eos was set."""
-    if not data.has_requests:
-        return NotChecked("needs per-request token counts", needs_requests=True)
+    """Usage vs tokenizer vs event counts; short outputs although ignore_eos was set.
+
+    Per request when the report has per-request counts; on totals when it only has a reported
+    and a re-tokenised total (SGLang's ``total_output_tokens_retokenized``).
+    """
+    totals = _retokenized(data)
+    if not data.has_requests and data.summary.total_output_tokens_retokenized is None:
+        return NotChecked("needs per-request token counts (or a re-tokenised total)",
+                          needs_requests=True)
     ok = data.ok
     usage_vs_tokenizer = [r for r in ok if r.usage_output_tokens is not None
                           and r.tokenizer_output_tokens is not None
@@ -36,7 +57,7 @@ def token_count_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckRe
     problems = {"usage_vs_tokenizer": len(usage_vs_tokenizer),
                 "more_events_than_usage_tokens": len(events_over_usage),
                 "short_despite_ignore_eos": len(short)}
-    if not any(problems.values()):
+    if not any(problems.values()) and totals is None:
         return None
     parts = []
     if usage_vs_tokenizer:
@@ -51,18 +72,35 @@ def token_count_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckRe
         r = short[0]
         parts.append(f"{len(short)} requests shorter than max_tokens although ignore_eos was set "
                      f"(e.g. {r.output_tokens} of {r.requested_max_tokens})")
+    evidence: dict[str, object] = {"requests": len(ok) or data.summary.completed, **problems}
+    off = False
+    if totals is not None:
+        reported, again = totals
+        off = not 1 / COUNT_OFF_FACTOR <= again / reported <= COUNT_OFF_FACTOR if reported \
+            else True
+        parts.append(f"the report counts {reported:.0f} output tokens but re-tokenising the "
+                     f"generated text gives {again:.0f} ({(again - reported) / reported:+.1%}): "
+                     "the count may be the requested length rather than what the server "
+                     "generated (no usage reported), or the text is not what was counted")
+        evidence |= {"total_output_tokens": reported, "total_output_tokens_retokenized": again}
+    consequence = (f" The counts differ more than {COUNT_OFF_FACTOR:g}x, so TPOT, decode rates "
+                   "and token throughputs are wrong by that factor." if off else
+                   " TPOT and token throughputs depend on these counts.")
     return Finding(
-        code="token_count_mismatch", severity=Severity.WARNING,
-        message=("Token counts do not add up: " + "; ".join(parts) + ". TPOT and token "
-                 "throughputs depend on these counts."),
-        evidence={"requests": len(ok), **problems},
+        code="token_count_mismatch", severity=Severity.ERROR if off else Severity.WARNING,
+        message="Token counts do not add up: " + "; ".join(parts) + "." + consequence,
+        evidence=evidence,
         remedy=("Use the served model's own tokenizer (--tokenizer), keep usage reporting on, and "
                 "check that the server honours ignore_eos and max_tokens."),
+        invalidates=("tpot", "decode", "throughput") if off else (),
     )
 
 
 def token_count_approximate(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """Output lengths counted as content events: approximate when events carry several tokens."""
+    if not data.has_requests:
+        return NotChecked("needs to know where each request's token count came from",
+                          needs_requests=True)
     approximate = [r for r in data.ok if r.output_tokens_source == "events"]
     if not approximate:
         return None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 from tunegate.gauge.checks.base import CheckResult, NotChecked, median
-from tunegate.gauge.dataset import Dataset
+from tunegate.gauge.dataset import Dataset, Summary
 from tunegate.gauge.findings import Finding, Severity
 
 __all__ = ["error_rate", "littles_law_violation", "too_few_samples", "warmup_included"]
@@ -16,34 +18,58 @@ LITTLE_OVER = 1.10
 LITTLE_UNDER = 0.75
 """A closed loop averaging under 75% of its slots did not apply the load it claims."""
 ERROR_SHARE_WARNING, ERROR_SHARE_ERROR = 0.01, 0.5
-MIN_TAIL = 5
-"""A percentile needs at least this many samples beyond it to be a tail estimate."""
+MIN_TAIL = 1
+"""A percentile with less than one sample beyond it is the maximum, or an interpolation towards
+it, not a tail estimate (p99 of fewer than 100 requests)."""
 WARMUP_RATIO = 2.0
 """First wave this much slower per output token than the rest: cold start inside the stats."""
 
 
+def _mean_e2el_words(s: Summary) -> str:
+    assert s.e2el_ms is not None
+    return "mean E2EL" + (f" (derived: {s.e2el_ms.derived})" if s.e2el_ms.derived else "")
+
+
 def littles_law_violation(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
-    """L = throughput x mean latency against the configured (and observed) concurrency."""
+    """L = throughput x mean latency against the configured (and observed) concurrency.
+
+    The tool's own time-averaged count in flight (SGLang's ``concurrency``) is Little's L
+    measured directly and is judged the same way. vLLM's ``max_concurrent_requests`` is not
+    used: it counts requests per whole-second bucket, not at one instant.
+    """
     cap = data.context.max_concurrency
     s = data.summary
     if cap is None:
-        return NotChecked("the configured concurrency is unknown")
+        return NotChecked("the configured concurrency is unknown (or the run had no cap)")
     if not (s.completed and s.duration_s and s.e2el_ms and s.e2el_ms.mean):
         return NotChecked("completed requests, duration or mean E2EL is missing")
     throughput = s.completed / s.duration_s
     implied = throughput * s.e2el_ms.mean / 1e3
-    evidence = {"request_throughput": throughput, "mean_e2el_s": s.e2el_ms.mean / 1e3,
-                "implied_concurrency": implied, "configured_concurrency": cap,
-                "observed_peak": s.max_concurrent_requests}
-    if implied > cap * LITTLE_OVER + 0.5 or (s.max_concurrent_requests or 0) > cap:
-        what = (f"throughput x mean latency = {throughput:.3f} req/s x "
-                f"{s.e2el_ms.mean / 1e3:.3f} s = {implied:.2f} requests in flight")
-        if (s.max_concurrent_requests or 0) > cap:
-            what += f"; observed peak {s.max_concurrent_requests:g}"
+    reported = s.mean_concurrent_requests
+    peak = s.max_concurrent_requests
+    evidence: dict[str, Any] = {
+        "request_throughput": throughput, "mean_e2el_s": s.e2el_ms.mean / 1e3,
+        "implied_concurrency": implied, "configured_concurrency": cap}
+    if s.e2el_ms.derived:
+        evidence["mean_e2el_derived"] = s.e2el_ms.derived
+    if reported is not None:
+        evidence["reported_mean_concurrency"] = reported
+    if peak is not None:
+        evidence["observed_peak"] = peak
+    limit = cap * LITTLE_OVER + 0.5
+    over = [f"throughput x {_mean_e2el_words(s)} = {throughput:.3f} req/s x "
+            f"{s.e2el_ms.mean / 1e3:.3f} s = {implied:.2f} requests in flight"] \
+        if implied > limit else []
+    if reported is not None and reported > limit:
+        over.append(f"the report's own mean concurrency is {reported:.2f}")
+    if peak is not None and peak > cap:
+        over.append(f"observed peak {peak:g}")
+    if over:
         return Finding(
             code="littles_law_violation", severity=Severity.ERROR,
-            message=(f"{what}, but at most {cap} can be in flight: the duration, the latencies "
-                     "or the request count are wrong (Little's law L = lambda x W)."),
+            message=(f"{'; '.join(over)}, but at most {cap} can be in flight: the duration, "
+                     "the latencies or the request count are wrong (Little's law L = lambda x "
+                     "W)."),
             evidence=evidence,
             remedy="Check the duration window and the latency timestamps; re-measure.",
             invalidates=("throughput",),
@@ -52,7 +78,7 @@ def littles_law_violation(data: Dataset, prior: Mapping[str, Finding]) -> CheckR
         return Finding(
             code="littles_law_violation", severity=Severity.WARNING,
             message=(f"A closed loop of {cap} kept only {implied:.2f} requests in flight on "
-                     f"average (throughput {throughput:.3f} req/s x mean E2EL "
+                     f"average (throughput {throughput:.3f} req/s x {_mean_e2el_words(s)} "
                      f"{s.e2el_ms.mean / 1e3:.3f} s): the client did not apply the load it "
                      "claims (client bottleneck, gaps between requests, idle time in the "
                      "duration, or failures holding slots)."),
@@ -64,50 +90,78 @@ def littles_law_violation(data: Dataset, prior: Mapping[str, Finding]) -> CheckR
 
 def error_rate(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """Failed requests: counted, shown, and never part of latency statistics."""
-    if data.has_requests:
+    s = data.summary
+    if data.has_requests and not data.requests_are_sample:
         measured = data.measured
         failed = [r for r in measured if not r.ok]
         total, n_failed = len(measured), len(failed)
-        examples = sorted({r.error or "" for r in failed})[:3]
+        counts = Counter((r.error or "").strip() for r in failed)
+        examples = [e[:300] for e, _ in counts.most_common() if e][:3]
     else:
-        n_failed, total = data.summary.failed or 0, (data.summary.failed or 0) + (
-            data.summary.completed or 0)
+        n_failed, total = s.failed or 0, (s.failed or 0) + (s.completed or 0)
         examples = []
+    examples = examples or list(s.error_examples)
     if not total or n_failed / total < ERROR_SHARE_WARNING:
         return None
     share = n_failed / total
-    first = examples[0] if examples and examples[0] else "none given"
+    named = (f" Most frequent error: {examples[0]}" if examples
+             else " The report names no error message.")
     return Finding(
         code="error_rate",
         severity=Severity.ERROR if share >= ERROR_SHARE_ERROR else Severity.WARNING,
         message=(f"{n_failed} of {total} requests failed ({share:.1%}); statistics describe the "
-                 f"surviving requests only. First error: {first}"),
+                 f"surviving requests only.{named}"),
         evidence={"failed": n_failed, "total": total, "share": share, "examples": examples},
         remedy="Read the errors; lower the load or fix the server before comparing results.",
         invalidates=("throughput",) if share >= ERROR_SHARE_ERROR else (),
     )
 
 
-def too_few_samples(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
-    """Quoted percentiles with too few samples beyond them to mean anything."""
+def _thin_tails(data: Dataset) -> dict[str, dict[str, float]]:
+    """Per distribution judged per request (TTFT, TPOT, E2EL): percentile -> samples beyond.
+
+    ITL is left out: its samples are the pooled gaps, many per request, so its tail is never
+    thin when the others are not.
+    """
     s = data.summary
-    quoted = set(data.context.percentiles)
-    for stat in (s.ttft_ms, s.e2el_ms, s.tpot_ms):
-        quoted |= set(stat.percentiles) if stat else set()
-    if not quoted:
+    configured = set(data.context.percentiles)
+    out: dict[str, dict[str, float]] = {}
+    for name, stat in (("ttft", s.ttft_ms), ("tpot", s.tpot_ms), ("e2el", s.e2el_ms)):
+        if stat is None or stat.derived:
+            continue
+        n = stat.count if stat.count is not None else (s.completed or 0)
+        quoted = set(stat.percentiles) | (configured if data.has_requests else set())
+        tails = {f"p{p:g}": n * (1 - p / 100) for p in sorted(quoted)
+                 if p > 50 and n * (1 - p / 100) < MIN_TAIL}
+        if tails:
+            out[name] = tails
+    return out
+
+
+def too_few_samples(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
+    """Quoted tail percentiles that lie beyond the data: the maximum under another name.
+
+    Info only, and only then: every tool quotes p99 whatever the sample size, and a tail that
+    rests on a few requests is imprecise, not wrong. What a reader must know is when the figure
+    is no percentile at all (p99 of 40 requests).
+    """
+    s = data.summary
+    if not data.context.percentiles and not any(
+            stat and stat.percentiles for stat in (s.ttft_ms, s.tpot_ms, s.e2el_ms)):
         return NotChecked("the report quotes no percentiles")
-    n = s.completed or 0
-    thin = {f"p{p:g}": n * (1 - p / 100) for p in sorted(quoted)
-            if p > 50 and n * (1 - p / 100) < MIN_TAIL}
+    thin = _thin_tails(data)
     if not thin:
         return None
-    worst = max(quoted)
+    worst = max(float(p[1:]) for tails in thin.values() for p in tails)
     need = math.ceil(MIN_TAIL / (1 - worst / 100))
+    quoted = sorted({p for tails in thin.values() for p in tails}, key=lambda p: float(p[1:]))
+    n = s.completed
     return Finding(
-        code="too_few_samples", severity=Severity.WARNING,
-        message=(f"{n} requests leave fewer than {MIN_TAIL} samples beyond "
-                 f"{', '.join(thin)}: those tail figures are one or two requests (or an "
-                 "interpolation towards the maximum), not a distribution."),
+        code="too_few_samples", severity=Severity.INFO,
+        message=(f"{', '.join(quoted)} of {n} requests {'lie' if len(quoted) > 1 else 'lies'} "
+                 f"beyond the data ({', '.join(thin)}): "
+                 f"{'each' if len(quoted) > 1 else 'it'} is the maximum, or an interpolation "
+                 "towards it, not a tail estimate."),
         evidence={"samples": n, "tail_samples": thin, "min_tail": MIN_TAIL,
                   f"requests_needed_for_p{worst:g}": need},
         remedy=f"Run at least {need} requests for p{worst:g}, or quote a lower percentile.",
@@ -116,8 +170,8 @@ def too_few_samples(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
 
 def warmup_included(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """A cold start (compilation, cache warm-up) inside the statistics."""
-    if (data.context.warmup_excluded or 0) > 0:
-        return None
+    if (data.context.warmup_excluded or 0) > 0 or any(r.warmup for r in data.requests or ()):
+        return None  # warm-up requests were sent and left out of the statistics
     if not data.has_requests:
         return NotChecked("needs per-request latencies in send order", needs_requests=True)
     rows = [r for r in data.ok if r.e2el_s and r.output_tokens]

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from tunegate.gauge.checks.base import CheckResult, NotChecked, broken, mean, median
-from tunegate.gauge.checks.server import histogram_mean
+from tunegate.gauge.checks.server import server_derived
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity
 
@@ -20,6 +22,29 @@ __all__ = ["prefill_slower_than_decode", "roofline_exceeded"]
 
 EXPECTED_RATIO = (5.0, 10.0)
 """Prefill per-token speed over decode per-token speed the physics leads one to expect."""
+MIN_PROMPT_TOKENS = 32
+"""Below this typical prompt length a prefill pass costs about what a decode step does, and
+fixed costs (scheduling, the HTTP round trip) can outweigh it: input / TTFT is no prefill rate,
+so "prefill slower than decode" would be a false alarm. At 32 tokens, overhead worth 31 decode
+steps is needed to turn the ratio below 1: that is a pathology worth a warning."""
+SAME_INSTANT_CV = 0.02
+"""TTFT varying less than this (std / mean) over requests of different lengths: the first token
+waits on something fixed, not on prefill work."""
+PREFILL_REMEDIES: dict[str, str] = {
+    "vllm": ("Check chunked prefill (--enable-chunked-prefill, on by default in vLLM V1) and "
+             "--max-num-batched-tokens, then re-measure; compare with the server's "
+             "vllm:request_prefill_time_seconds and vllm:request_queue_time_seconds."),
+    "sglang": ("Check --chunked-prefill-size and --max-prefill-tokens (and --enable-mixed-chunk "
+               "to mix prefill into decode batches), then re-measure; compare with the server's "
+               "sglang:queue_time_seconds."),
+    "llamacpp": ("Raise llama-server's prompt batch (-b/--batch-size and -ub/--ubatch-size), "
+                 "then re-measure; its /metrics reports prompt throughput "
+                 "(llamacpp:prompt_tokens_seconds)."),
+    "": ("Let the engine batch and chunk prefill (vLLM --enable-chunked-prefill, SGLang "
+         "--chunked-prefill-size, llama.cpp -b/-ub), then re-measure with the server's own "
+         "prefill and queue metrics. The report does not say which engine served it."),
+}
+"""Remedy per serving engine (``RunContext.engine``); ``""`` when the engine is unknown."""
 ROOFLINE_MARGIN = 1.10
 """A measured rate must exceed the bound by this factor to count (timer and count noise)."""
 
@@ -72,12 +97,14 @@ def prefill_slower_than_decode(data: Dataset, prior: Mapping[str, Finding]) -> C
         return NotChecked("TTFT is missing (ttft_missing): there is no prefill rate")
     if bad:
         return _through_broken_ttft(data, bad[0])
-    queue_s = histogram_mean(data.context.server_metrics, "vllm:request_queue_time_seconds")
+    queue_s = server_derived(data.context.server_metrics, "queue_time_mean_s")
     q = queue_s or 0.0
     if data.has_requests:
         rows = [r for r in data.ok if r.input_tokens and r.ttft_s and (r.tpot_s or 0) > 0]
         if not rows:
             return NotChecked("no request has input length, TTFT and TPOT")
+        prompt = median([float(r.input_tokens or 0) for r in rows])
+        spread = _spread([r.ttft_s or 0.0 for r in rows])
         prefills = [(r.input_tokens or 0) / ((r.ttft_s or 0) - q if (r.ttft_s or 0) > q
                                              else (r.ttft_s or 1.0)) for r in rows]
         decodes = [1.0 / (r.tpot_s or 1.0) for r in rows]
@@ -93,29 +120,60 @@ def prefill_slower_than_decode(data: Dataset, prior: Mapping[str, Finding]) -> C
                 and s.mean_input_tokens):
             return NotChecked("the summary lacks mean TTFT, TPOT or input length",
                               needs_requests=True)
+        prompt = s.mean_input_tokens
+        spread = s.ttft_ms.std / s.ttft_ms.mean if s.ttft_ms.std is not None else None
         ttft = s.ttft_ms.mean / 1e3
         prefill = s.mean_input_tokens / (ttft - q if ttft > q else ttft)
         decode = 1e3 / s.tpot_ms.mean
         evidence = {"basis": "summary (ratio of means)"}
+    if prompt < MIN_PROMPT_TOKENS:
+        return NotChecked(
+            f"prompts of {prompt:.1f} tokens (typical): TTFT is then mostly fixed cost (one "
+            "forward pass, scheduling, the HTTP round trip), not prefill work, so input / TTFT "
+            f"is no prefill rate; needs prompts of {MIN_PROMPT_TOKENS}+ tokens")
     ratio = prefill / decode
     if ratio > 1.0:
         return None
     evidence |= {"mean_prefill_tok_s": prefill, "mean_decode_tok_s": decode, "ratio": ratio,
-                 "expected_ratio": list(EXPECTED_RATIO), "queue_correction_s": queue_s}
+                 "expected_ratio": list(EXPECTED_RATIO), "queue_correction_s": queue_s,
+                 "typical_prompt_tokens": prompt, "ttft_cv": spread,
+                 "engine": data.context.engine}
     corrected = (f" after removing {q * 1e3:.0f} ms of server queueing" if queue_s
                  else "; TTFT includes any queueing, no server histogram to remove it")
+    observed = (f"Prefill runs at {prefill:.2f} tok/s per request (input / TTFT{corrected}) "
+                f"and decode at {decode:.2f} tok/s (1 / TPOT): prefill is {ratio:.2f}x decode, "
+                f"where compute-bound prefill should be {EXPECTED_RATIO[0]:g}-"
+                f"{EXPECTED_RATIO[1]:g}x faster than memory-bound decode. Wrong direction, not "
+                "just slow.")
+    if spread is not None and spread < SAME_INSTANT_CV:
+        return Finding(
+            code="prefill_slower_than_decode", severity=Severity.WARNING,
+            message=(f"{observed} But TTFT hardly varies between requests (coefficient of "
+                     f"variation {spread:.2%}) although prompts and queueing differ: the first "
+                     "token waits on something fixed, not on prefill work. That points to a "
+                     "stall or a hand-off (a prefill/decode disaggregation transfer, a batch "
+                     "barrier, a proxy releasing the first chunk late, a fixed timeout), which "
+                     "batching prefill differently will not fix."),
+            evidence=evidence,
+            remedy=("Find what every request waits for before its first token: compare the "
+                    "server's own queue and prefill-time metrics with the client's TTFT, and "
+                    "check any proxy, router or disaggregation hand-off on the path."),
+        )
     return Finding(
         code="prefill_slower_than_decode", severity=Severity.WARNING,
-        message=(f"Prefill runs at {prefill:.2f} tok/s per request (input / TTFT{corrected}) "
-                 f"and decode at {decode:.2f} tok/s (1 / TPOT): prefill is {ratio:.2f}x decode, "
-                 f"where compute-bound prefill should be {EXPECTED_RATIO[0]:g}-"
-                 f"{EXPECTED_RATIO[1]:g}x faster than memory-bound decode. Wrong direction, not "
-                 "just slow. Likely causes, to be tested only after the invariant: prefill and "
-                 "decode mixed in one batch, kernels poor for short prompts, chunked prefill off."),
+        message=(f"{observed} Likely causes, to be tested only after the invariant: prefill and "
+                 "decode mixed in one batch, kernels poor for short prompts, prefill not "
+                 "chunked or batched."),
         evidence=evidence,
-        remedy=("Enable chunked prefill (--enable-chunked-prefill) and re-measure; compare with "
-                "the server's own prefill and queue histograms."),
+        remedy=PREFILL_REMEDIES.get(data.context.engine or "", PREFILL_REMEDIES[""]),
     )
+
+
+def _spread(values: list[float]) -> float | None:
+    """Coefficient of variation (population std / mean), ``None`` for fewer than 10 values."""
+    if len(values) < 10 or mean(values) <= 0:
+        return None
+    return float(np.std(values)) / mean(values)
 
 
 def roofline_exceeded(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:

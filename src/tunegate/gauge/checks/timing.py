@@ -22,6 +22,13 @@ SLACK_S = 1e-3
 _INVALIDATES = ("ttft", "tpot", "itl", "prefill", "decode")
 
 
+def _invalidated(data: Dataset) -> tuple[str, ...]:
+    """What a broken TTFT takes down; the time to first answer too, when the data has one."""
+    has_ttfat = data.summary.ttfat_ms is not None or any(
+        r.ttfat_s is not None for r in data.requests or ())
+    return (*_INVALIDATES, "ttfat") if has_ttfat else _INVALIDATES
+
+
 def _equal(r: RequestSample) -> bool:
     assert r.ttft_s is not None and r.e2el_s is not None
     return r.e2el_s - r.ttft_s <= max(TIMER_RESOLUTION_S, EQUAL_REL * r.e2el_s)
@@ -77,7 +84,7 @@ def ttft_equals_e2el(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult
                 "stream_requested": sum(1 for r in multi if r.stream_requested),
                 "answered_without_stream": sum(1 for r in multi if r.response_streamed is False),
             },
-            remedy=remedy, invalidates=_INVALIDATES,
+            remedy=remedy, invalidates=_invalidated(data),
         )
     s = data.summary
     if s.ttft_ms is None or s.e2el_ms is None:
@@ -92,17 +99,21 @@ def ttft_equals_e2el(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult
     if out is not None and out <= 1:
         return None
     cause, remedy = _cause(data, [])
+    derived = s.e2el_ms.derived
+    centre = "mean" if "mean" in common else common[0]
+    counterpart = (f"the E2EL derived from it ({derived}, since the report quotes no E2EL)"
+                   if derived else "its E2EL counterpart")
     return Finding(
         code="ttft_equals_e2el", severity=Severity.ERROR,
-        message=(f"Every quoted TTFT statistic ({', '.join(common)}) equals its E2EL counterpart "
-                 f"(mean {ttft.get('mean', float('nan')):.1f} ms) while requests produced "
+        message=(f"Every quoted TTFT statistic ({', '.join(common)}) equals {counterpart} "
+                 f"({centre} {ttft[centre]:.1f} ms) while requests produced "
                  f"{out if out is not None else float('nan'):.2f} output tokens on average: "
                  f"{cause}. TTFT, TPOT, ITL and prefill rates measure nothing."),
         evidence={"basis": "summary", "statistics": {k: [ttft[k], e2el[k]] for k in common},
                   "mean_output_tokens": out,
                   "mean_tpot_ms": s.tpot_ms.mean if s.tpot_ms else None,
-                  "completed": s.completed},
-        remedy=remedy, invalidates=_INVALIDATES,
+                  "completed": s.completed, "e2el_derived": derived},
+        remedy=remedy, invalidates=_invalidated(data),
     )
 
 
@@ -118,14 +129,29 @@ def ttft_missing(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
         share = len(missing) / len(ok)
         severity = Severity.ERROR if share >= EQUALITY_SHARE else Severity.WARNING
         zero = sum(1 for r in missing if r.ttft_s is not None)
+        empty = sum(1 for r in missing if r.output_tokens == 0)
         detail = f"{len(missing)} of {len(ok)} successful requests"
         evidence = {"basis": "per_request", "requests_missing": len(missing) - zero,
-                    "requests_zero": zero, "requests": len(ok), "share": share}
+                    "requests_zero": zero, "requests": len(ok), "share": share,
+                    "requests_without_output": empty}
+        if empty == len(missing) and severity is Severity.WARNING:
+            return Finding(
+                code="ttft_missing", severity=severity,
+                message=(f"TTFT is missing or 0 for {detail}, and each of them produced no "
+                         "output token: empty replies (the server stopped at once or sent "
+                         "nothing), not a streaming fault. The other requests streamed; the "
+                         "empty ones are counted as successes in the throughput."),
+                evidence=evidence,
+                remedy="Find out why the server answered with nothing (prompt too long, a stop "
+                       "sequence, max_tokens 0), then re-measure.",
+            )
     else:
         s = data.summary
         if not s.completed:
             return NotChecked("the report has no completed requests")
-        if s.ttft_ms is not None and (s.ttft_ms.mean or 0) > 0:
+        centre = None if s.ttft_ms is None else (
+            s.ttft_ms.mean if s.ttft_ms.mean is not None else s.ttft_ms.median)
+        if centre is not None and centre > 0:
             return None
         severity = Severity.ERROR
         state = "absent" if s.ttft_ms is None else "reported as 0"
@@ -138,7 +164,7 @@ def ttft_missing(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
                  "cannot be computed."),
         evidence=evidence,
         remedy="Re-run with streaming on, against an endpoint that streams tokens (SSE).",
-        invalidates=_INVALIDATES if severity is Severity.ERROR else (),
+        invalidates=_invalidated(data) if severity is Severity.ERROR else (),
     )
 
 
@@ -158,6 +184,9 @@ def clock_anomaly(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
                 and r.ttft_s + sum(r.itls_s) > r.e2el_s * (1 + EQUAL_REL) + SLACK_S),
             "end_before_start": sum(1 for r in data.measured if r.start_s is not None
                                     and r.end_s is not None and r.end_s < r.start_s),
+            "answer_before_first_token": sum(
+                1 for r in ok if r.ttfat_s is not None and r.ttft_s is not None
+                and r.ttfat_s < r.ttft_s - SLACK_S),
         }
         problems |= {k: v for k, v in checks.items() if v}
         longest = max((r.e2el_s for r in ok if r.e2el_s is not None), default=None)
@@ -169,6 +198,9 @@ def clock_anomaly(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     if s.ttft_ms and s.e2el_ms and s.ttft_ms.mean is not None and s.e2el_ms.mean is not None \
             and s.ttft_ms.mean > s.e2el_ms.mean * (1 + EQUAL_REL) + SLACK_S * 1e3:
         problems["mean_ttft_above_mean_e2el_ms"] = s.ttft_ms.mean - s.e2el_ms.mean
+    if s.ttfat_ms and s.ttft_ms and s.ttfat_ms.mean is not None and s.ttft_ms.mean is not None \
+            and s.ttfat_ms.mean < s.ttft_ms.mean * (1 - EQUAL_REL) - SLACK_S * 1e3:
+        problems["mean_first_answer_before_first_token_ms"] = s.ttft_ms.mean - s.ttfat_ms.mean
     if s.e2el_ms and s.e2el_ms.median and s.duration_s and \
             s.e2el_ms.median / 1e3 > s.duration_s * (1 + EQUAL_REL):
         problems["median_e2el_longer_than_run_s"] = s.e2el_ms.median / 1e3

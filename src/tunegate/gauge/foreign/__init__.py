@@ -1,22 +1,27 @@
 """Read benchmark reports, whatever wrote them, and validate them: format found by content.
 
-Formats (detected from the JSON's keys, never from the file name):
+Formats (detected from each document's keys, never from the file name):
 
 * ``tunegate``: tunegate's result (``tunegate_version``; vLLM keys plus ``records``, context);
-* ``vllm``: vLLM ``bench serve`` result JSON (``completed`` and ``mean_*_ms``/``ttfts``);
+* ``sglang``: SGLang ``bench_serving`` results (``*_e2e_latency_ms``), one per line;
+* ``vllm``: vLLM ``bench serve`` results (``completed`` and ``mean_*_ms``/``ttfts``), one per
+  file, or one per line with ``--append-result``;
 * ``aiperf``: AIPerf ``profile_export_aiperf.json`` (``aiperf_version`` or metric blocks with a
   ``unit``), plus ``profile_export.jsonl`` from the same folder when it is there; the JSONL on
   its own is read too;
-* ``guidellm``: GuideLLM ``benchmarks.json`` (``benchmarks`` with ``metrics``).
+* ``guidellm``: GuideLLM's report (``benchmarks`` with ``metrics``), JSON or YAML.
+
+A file may hold several results (JSONL, concatenated JSON objects, a GuideLLM report with a
+sweep): each is judged on its own, its findings labelled, and the file is invalid when any of
+them is (:mod:`~tunegate.gauge.foreign.documents` reads the syntaxes).
 
 Unreadable, malformed or unknown files raise :class:`~tunegate.errors.InputFileError` (a usage
-error, exit code 2) naming the file and what was expected.
+error, exit code 2) naming the file, the record when there are several, and what was expected.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,22 +30,32 @@ from tunegate.errors import InputFileError
 from tunegate.gauge.checks import run_checks
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, ValidationReport
-from tunegate.gauge.foreign.aiperf import is_aiperf_line, read_aiperf
-from tunegate.gauge.foreign.guidellm import read_guidellm
+from tunegate.gauge.foreign.aiperf import is_aiperf_line, is_aiperf_summary, read_aiperf
+from tunegate.gauge.foreign.documents import DocumentsError, read_documents
+from tunegate.gauge.foreign.guidellm import is_guidellm, read_guidellm
+from tunegate.gauge.foreign.sglang import is_sglang, read_sglang
 from tunegate.gauge.foreign.tunegate import read_tunegate
 from tunegate.gauge.foreign.vllm import read_vllm
 
-__all__ = ["EXPECTED", "LoadedReport", "ValidatedFile", "detect_format", "load_report",
-           "validate_file"]
+__all__ = ["EXPECTED", "FORMAT_NAMES", "LoadedReport", "ValidatedFile", "detect_format",
+           "load_report", "validate_file"]
 
-EXPECTED = ("a benchmark result: vLLM `bench serve` JSON, AIPerf profile_export_aiperf.json "
-            "(or profile_export.jsonl), GuideLLM benchmarks.json, or a tunegate result")
+EXPECTED = ("a benchmark result: vLLM `bench serve` JSON (or --append-result JSONL), SGLang "
+            "bench_serving JSONL, AIPerf profile_export_aiperf.json (or profile_export.jsonl), "
+            "GuideLLM benchmarks.json/.yaml, or a tunegate result")
 AIPERF_JSONL = "profile_export.jsonl"
+FORMAT_NAMES = {"tunegate": "tunegate result", "vllm": "vLLM bench serve result",
+                "sglang": "SGLang bench_serving result", "aiperf": "AIPerf export",
+                "guidellm": "GuideLLM report"}
+"""A person's name for each format."""
 
 
 @dataclass(frozen=True, slots=True)
 class LoadedReport:
-    """A report read into datasets (GuideLLM files may hold several benchmarks)."""
+    """A report read into datasets, one per result it holds, each with its label.
+
+    ``format`` is the format of every result, or ``"mixed"`` when a file mixes tools.
+    """
 
     path: Path
     format: str
@@ -50,42 +65,39 @@ class LoadedReport:
 
 @dataclass(frozen=True, slots=True)
 class ValidatedFile:
-    """A report and its validation (findings of several benchmarks merged, labelled)."""
+    """A report and its validation (findings of several results merged, labelled)."""
 
     loaded: LoadedReport
     report: ValidationReport
+    per_result: tuple[tuple[str, ValidationReport], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """``ValidationReport.to_dict()`` plus ``source_file``, ``format`` and ``notes``."""
-        return {"source_file": str(self.loaded.path), "format": self.loaded.format,
-                **self.report.to_dict(), "notes": list(self.loaded.notes)}
+        """``ValidationReport.to_dict()`` plus ``source_file``, ``format``, ``notes`` and, for a
+        file of several results, ``results``: each one's label and verdict."""
+        out: dict[str, Any] = {"source_file": str(self.loaded.path),
+                               "format": self.loaded.format, **self.report.to_dict(),
+                               "notes": list(self.loaded.notes)}
+        if len(self.per_result) > 1:
+            out["results"] = [{"label": label, "valid": r.valid, "codes": r.codes()}
+                              for label, r in self.per_result]
+        return out
 
 
 def detect_format(doc: Any) -> str | None:
-    """The format of a parsed JSON document, or ``None`` when it is none tunegate reads."""
+    """The format of one parsed document, or ``None`` when it is none tunegate reads."""
     if not isinstance(doc, Mapping):
         return None
     if "tunegate_version" in doc:
         return "tunegate"
-    if "aiperf_version" in doc or any(
-            isinstance(doc.get(k), Mapping) and "unit" in doc[k]
-            for k in ("request_latency", "time_to_first_token")):
+    if is_aiperf_summary(doc):
         return "aiperf"
-    benchmarks = doc.get("benchmarks")
-    if isinstance(benchmarks, list) and benchmarks and all(
-            isinstance(b, Mapping) and isinstance(b.get("metrics"), Mapping) for b in benchmarks):
+    if is_guidellm(doc):
         return "guidellm"
+    if is_sglang(doc):
+        return "sglang"
     if "completed" in doc and any(k in doc for k in ("mean_ttft_ms", "mean_e2el_ms", "ttfts")):
         return "vllm"
     return None
-
-
-def _jsonl(path: Path, text: str) -> list[dict[str, Any]] | None:
-    try:
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError:
-        return None
-    return lines if lines and all(is_aiperf_line(x) for x in lines) else None
 
 
 def _read_text(path: Path) -> str:
@@ -99,51 +111,113 @@ def _read_text(path: Path) -> str:
         raise InputFileError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
 
 
+def _describe(doc: Mapping[str, Any]) -> str:
+    """A short label for one result of a sweep: its configured load."""
+    parts = []
+    for key in ("request_rate", "max_concurrency"):
+        value = doc.get(key)
+        if value is not None:
+            parts.append(f"{key}={value}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _read_one(path: Path, fmt: str, doc: Mapping[str, Any]) -> list[tuple[str, Dataset]]:
+    if fmt == "tunegate":
+        return [("", read_tunegate(doc))]
+    if fmt == "vllm":
+        return [("", read_vllm(doc))]
+    if fmt == "sglang":
+        return [("", read_sglang(doc))]
+    if fmt == "guidellm":
+        return read_guidellm(doc)
+    lines = None
+    beside = path.parent / AIPERF_JSONL
+    if beside.is_file() and beside != path:
+        try:
+            docs = read_documents(beside.read_text(encoding="utf-8")).values
+        except (OSError, UnicodeDecodeError, DocumentsError):
+            docs = ()  # the summary alone is still worth judging
+        lines = [d for d in docs if is_aiperf_line(d)] or None
+    return [("", read_aiperf(doc, lines))]
+
+
+def _structure_error(path: Path, fmt: str, exc: Exception, record: str) -> InputFileError:
+    return InputFileError(
+        f"{path}: {record}looks like {FORMAT_NAMES[fmt]} but its structure is broken "
+        f"({type(exc).__name__}: {exc}); expected {EXPECTED}")
+
+
+def _load_documents(path: Path, docs: Sequence[Any], where: Sequence[str]
+                    ) -> tuple[str, list[tuple[str, Dataset]]]:
+    if docs and all(is_aiperf_line(d) for d in docs):
+        return "aiperf", [("", read_aiperf(None, list(docs)))]
+    formats: set[str] = set()
+    datasets: list[tuple[str, Dataset]] = []
+    several = len(docs) > 1
+    for i, (doc, place) in enumerate(zip(docs, where, strict=True), start=1):
+        record = f"record {i} ({place}): " if several else ""
+        fmt = detect_format(doc)
+        if fmt is None:
+            keys = (", ".join(sorted(map(str, doc))[:8]) if isinstance(doc, Mapping)
+                    else type(doc).__name__)
+            raise InputFileError(f"{path}: {record}unknown format (top level: {keys}); "
+                                 f"expected {EXPECTED}")
+        formats.add(fmt)
+        try:
+            found = _read_one(path, fmt, doc)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise _structure_error(path, fmt, exc, record) from None
+        prefix = f"record {i}{_describe(doc)}" if several else ""
+        datasets += [(" ".join(p for p in (prefix, label) if p), data) for label, data in found]
+    return (formats.pop() if len(formats) == 1 else "mixed"), datasets
+
+
+def _reasoning_note(label: str, data: Dataset) -> str | None:
+    """Both first-token times and the reasoning length, when the report tells them apart."""
+    s = data.summary
+    ttft = s.ttft_ms.mean if s.ttft_ms else None
+    ttfat = s.ttfat_ms.mean if s.ttfat_ms else None
+    later = ttft is not None and ttfat is not None and ttfat > ttft * 1.001
+    if not (s.mean_reasoning_tokens or later):
+        return None
+    parts = []
+    if ttft is not None:
+        parts.append(f"first token of any kind after {ttft:.1f} ms on average (TTFT)")
+    parts.append(f"first answer token after {ttfat:.1f} ms (TTFAT)" if ttfat is not None
+                 else "the report gives no time to the first answer token")
+    if s.mean_reasoning_tokens:
+        parts.append(f"{s.mean_reasoning_tokens:.1f} reasoning tokens per request")
+    return f"{label + ': ' if label else ''}reasoning model: {', '.join(parts)}"
+
+
 def load_report(path: Path | str) -> LoadedReport:
-    """Read ``path`` and normalise it.
+    """Read ``path`` and normalise every result it holds.
 
     Raises:
-        InputFileError: Missing, unreadable, malformed JSON, unknown format, or a known format
-            with a broken structure; the message names the file and what was expected.
+        InputFileError: Missing, unreadable, malformed JSON/YAML, unknown format, or a known
+            format with a broken structure; the message names the file (and the record) and
+            what was expected.
     """
     path = Path(path)
     text = _read_text(path)
     try:
-        doc: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        lines = _jsonl(path, text)
-        if lines is None:
-            raise InputFileError(
-                f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                f"expected {EXPECTED}") from None
-        return LoadedReport(path, "aiperf", (("", read_aiperf(None, lines)),),
-                            ("per-request AIPerf JSONL only; no summary file",))
-    fmt = detect_format(doc)
-    if fmt is None:
-        keys = ", ".join(sorted(doc)[:8]) if isinstance(doc, Mapping) else type(doc).__name__
-        raise InputFileError(f"{path}: unknown format (top level: {keys}); expected {EXPECTED}")
-    try:
-        return _read(path, fmt, doc)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise InputFileError(
-            f"{path}: looks like {fmt} output but its structure is broken "
-            f"({type(exc).__name__}: {exc}); expected {EXPECTED}") from None
+        documents = read_documents(text)
+    except DocumentsError as exc:
+        raise InputFileError(f"{path}: {exc}; expected {EXPECTED}") from None
+    fmt, datasets = _load_documents(path, documents.values, documents.where)
+    notes: list[str] = []
+    if len(documents.values) > 1 and fmt != "aiperf":
+        notes.append(f"{len(documents.values)} results in one file ({documents.syntax}); "
+                     "each judged on its own")
+    if all(is_aiperf_line(d) for d in documents.values):
+        notes.append("per-request AIPerf JSONL only; no summary file")
+    elif fmt == "aiperf" and datasets[0][1].requests is not None:
+        notes.append(f"per-request data read from {path.parent / AIPERF_JSONL}")
+    notes += [note for label, data in datasets if (note := _reasoning_note(label, data))]
+    return LoadedReport(path, fmt, tuple(datasets), tuple(notes))
 
 
-def _read(path: Path, fmt: str, doc: Mapping[str, Any]) -> LoadedReport:
-    if fmt == "tunegate":
-        return LoadedReport(path, fmt, (("", read_tunegate(doc)),))
-    if fmt == "vllm":
-        return LoadedReport(path, fmt, (("", read_vllm(doc)),))
-    if fmt == "guidellm":
-        return LoadedReport(path, fmt, tuple(read_guidellm(doc)))
-    beside = path.parent / AIPERF_JSONL
-    lines = _jsonl(beside, beside.read_text(encoding="utf-8")) if beside.is_file() else None
-    note = (f"per-request data read from {beside}",) if lines else ()
-    return LoadedReport(path, fmt, (("", read_aiperf(doc, lines)),), note)
-
-
-def _merge(reports: list[tuple[str, ValidationReport]]) -> ValidationReport:
+def _merge(reports: Sequence[tuple[str, ValidationReport]]) -> ValidationReport:
     if len(reports) == 1 and not reports[0][0]:
         return reports[0][1]  # unlabelled: one dataset, nothing to tell apart
     findings: list[Finding] = []
@@ -159,6 +233,7 @@ def _merge(reports: list[tuple[str, ValidationReport]]) -> ValidationReport:
 
 
 def validate_file(path: Path | str) -> ValidatedFile:
-    """Load ``path`` (any supported format) and run every check on it."""
+    """Load ``path`` (any supported format) and run every check on each result in it."""
     loaded = load_report(path)
-    return ValidatedFile(loaded, _merge([(label, run_checks(d)) for label, d in loaded.datasets]))
+    per_result = tuple((label, run_checks(d)) for label, d in loaded.datasets)
+    return ValidatedFile(loaded, _merge(per_result), per_result)

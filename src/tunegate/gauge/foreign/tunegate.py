@@ -2,9 +2,10 @@
 
 With ``records`` the dataset is rebuilt from the full records (every field a check can use);
 without, the vLLM reader's summary is used. The context comes from tunegate's own keys:
-``stream``, ``percentiles``, ``warmup_requests``, ``client`` (event-loop lag), and, for simulator
-runs, ``server_metrics`` and ``roofline``. The file's own ``validation`` block is not trusted:
-the data is validated again.
+``stream``, ``percentiles``, ``warmup_requests``, ``client`` (event-loop lag), ``server_metrics``
+(the server's own ``/metrics`` over the run; older files hold the simulator's flat vLLM-named
+snapshot, converted to the block) and, for simulator runs, ``roofline``. The file's own
+``validation`` block is not trusted: the data is validated again.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from tunegate.gauge.dataset import Dataset, RooflineLimits, RunContext
-from tunegate.gauge.foreign.vllm import read_vllm, vllm_context
+from tunegate.gauge.dataset import Dataset, RooflineLimits, RunContext, engine_of_metrics
+from tunegate.gauge.foreign.vllm import vllm_context, vllm_summary
 from tunegate.gauge.from_records import dataset_from_records
 from tunegate.loadgen.lag import LagSummary
 from tunegate.loadgen.records import RequestRecord
+from tunegate.loadgen.server_metrics import as_block
 
 __all__ = ["read_tunegate"]
 
@@ -43,7 +45,8 @@ def _context(doc: Mapping[str, Any]) -> RunContext:
         percentiles=tuple(float(p) for p in doc.get("percentiles") or base.percentiles),
         warmup_excluded=int(doc.get("warmup_requests") or 0),
         lag=_lag(doc.get("client")),
-        server_metrics=doc.get("server_metrics"),
+        server_metrics=(server := as_block(doc.get("server_metrics"))),
+        engine=engine_of_metrics(server),
         roofline=RooflineLimits(**roofline) if isinstance(roofline, Mapping) else None,
     )
 
@@ -55,4 +58,6 @@ def read_tunegate(doc: Mapping[str, Any]) -> Dataset:
     if isinstance(records, list) and records:
         parsed = [RequestRecord.from_dict(r) for r in records]
         return dataset_from_records(parsed, context, source="tunegate")
-    return replace(read_vllm(doc), source="tunegate", context=context)
+    # tunegate writes a true instantaneous peak under vLLM's key (not vLLM's per-second count)
+    return Dataset(source="tunegate", summary=vllm_summary(doc, exact_peak=True),
+                   context=context)

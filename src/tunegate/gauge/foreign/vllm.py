@@ -1,126 +1,123 @@
 """vLLM ``bench serve`` result JSON (and tunegate's own result file, which uses its keys).
 
-Keys read (``vllm/benchmarks/serve.py``): ``completed``, ``failed``, ``duration``,
-``total_input_tokens``, ``total_output_tokens``, ``output_throughput``, ``max_concurrency``,
-``request_rate`` (``"inf"`` for a closed loop), ``max_concurrent_requests``, and
-``mean_/median_/std_/pNN_`` + ``ttft|tpot|itl|e2el`` + ``_ms``. With ``--save-detailed``:
-``input_lens``, ``output_lens``, ``ttfts`` and ``itls`` (seconds), ``errors`` ("" = success), and
-in newer versions ``latencies`` and ``start_times``. Without ``latencies`` a request's E2EL is
-``ttft + sum(itls)``, as vLLM's own timeline plot computes it. vLLM writes 0 for TTFT statistics
-when no request streamed a first token ("ttfts is empty if streaming is not supported").
+Keys read (``vllm/benchmarks/serve.py``): ``completed``, ``failed``, ``num_prompts``,
+``duration``, ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``,
+``output_throughput``, ``max_concurrency``, ``request_rate`` (``"inf"`` for a closed loop),
+``burstiness``, ``ramp_up_strategy``, ``backend``, and ``mean_/median_/std_/pNN_`` +
+``ttft|tpot|itl|e2el`` + ``_ms``; with ``--save-detailed`` the arrays of
+:mod:`~tunegate.gauge.foreign.flat`. vLLM writes 0 for TTFT statistics when no request
+streamed a first token ("ttfts is empty if streaming is not supported").
+
+Two of vLLM's figures are not what their names suggest:
+
+* ``max_concurrent_requests`` counts every request active at any moment of a whole-second
+  bucket (``concurrent_requests_per_second[s] += 1`` for each second a request touched), so
+  with requests shorter than a second it exceeds ``--max-concurrency`` on ordinary runs. It is
+  not an instantaneous peak and is not used as one (tunegate's own files, which write a true
+  peak, are read with ``exact_peak=True``).
+* The default ``--percentile-metrics`` is ``ttft,tpot,itl``: no E2EL. The mean E2EL is then
+  derived (:func:`~tunegate.gauge.foreign.flat.derived_e2el`) and marked as such, so the checks
+  that need it run instead of being skipped.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from tunegate.gauge.dataset import Dataset, RequestSample, RunContext, Stat, Summary
+from tunegate.gauge.dataset import Dataset, RunContext, Summary
+from tunegate.gauge.foreign.flat import (
+    derived_e2el,
+    engine_of,
+    number,
+    quoted_percentiles,
+    samples,
+    stat_of_keys,
+)
 
-__all__ = ["quoted_percentiles", "read_vllm", "vllm_context", "vllm_stat", "vllm_summary"]
-
-_PCT = re.compile(r"^p(\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
-        return float("inf")
-    raise ValueError(f"expected a number, got {value!r}")
+__all__ = ["arrival_of", "read_vllm", "vllm_context", "vllm_summary"]
 
 
-def quoted_percentiles(doc: Mapping[str, Any]) -> tuple[float, ...]:
-    """Percentiles the file quotes (``p99_ttft_ms`` -> 99.0)."""
-    found = {float(m.group(1)) for key in doc if (m := _PCT.match(key))}
-    return tuple(sorted(found))
+def _per_request(total: float | None, completed: int) -> float | None:
+    return total / completed if total is not None and completed else None
 
 
-def vllm_stat(doc: Mapping[str, Any], metric: str) -> Stat | None:
-    """``mean_/median_/pNN_{metric}_ms`` as a :class:`Stat` (``None`` without a mean)."""
-    mean = _num(doc.get(f"mean_{metric}_ms"))
-    if mean is None:
-        return None
-    pcts: dict[float, float] = {}
-    for key, value in doc.items():
-        m = _PCT.match(key)
-        if m and m.group(2) == metric and (v := _num(value)) is not None:
-            pcts[float(m.group(1))] = v
-    return Stat(mean=mean, median=_num(doc.get(f"median_{metric}_ms")), percentiles=pcts)
-
-
-def vllm_summary(doc: Mapping[str, Any]) -> Summary:
-    """The summary keys of a vLLM-named result."""
-    completed = int(_num(doc["completed"]) or 0)
+def _failed(doc: Mapping[str, Any], completed: int) -> int | None:
+    """``failed``; older vLLM writes none, so failures are ``num_prompts - completed``."""
     failed = doc.get("failed")
-    if failed is None and isinstance(doc.get("errors"), list):
-        failed = sum(1 for e in doc["errors"] if e)
-    total_in, total_out = _num(doc.get("total_input_tokens")), _num(doc.get("total_output_tokens"))
+    if failed is not None:
+        return int(number(failed) or 0)
+    if isinstance(doc.get("errors"), list):
+        return sum(1 for e in doc["errors"] if e)
+    prompts = number(doc.get("num_prompts"))
+    return max(int(prompts) - completed, 0) if prompts is not None else None
+
+
+def _error_examples(doc: Mapping[str, Any]) -> tuple[str, ...]:
+    errors = doc.get("errors")
+    if not isinstance(errors, list):
+        return ()
+    return tuple(sorted({str(e).strip().splitlines()[-1][:300] for e in errors if e}))[:3]
+
+
+def vllm_summary(doc: Mapping[str, Any], *, exact_peak: bool = False) -> Summary:
+    """The summary keys of a vLLM-named result.
+
+    Args:
+        doc: The result object.
+        exact_peak: ``max_concurrent_requests`` is an instantaneous peak (tunegate's files), not
+            vLLM's per-second bucket count.
+    """
+    completed = int(number(doc["completed"]) or 0)
+    total_in, total_out = number(doc.get("total_input_tokens")), number(
+        doc.get("total_output_tokens"))
+    mean_out = _per_request(total_out, completed)
+    ttft, tpot = stat_of_keys(doc, "ttft"), stat_of_keys(doc, "tpot")
+    num_prompts = number(doc.get("num_prompts"))
     return Summary(
         completed=completed,
-        failed=int(failed) if failed is not None else None,
-        duration_s=_num(doc.get("duration")),
-        ttft_ms=vllm_stat(doc, "ttft"), tpot_ms=vllm_stat(doc, "tpot"),
-        itl_ms=vllm_stat(doc, "itl"), e2el_ms=vllm_stat(doc, "e2el"),
-        mean_input_tokens=total_in / completed if total_in is not None and completed else None,
-        mean_output_tokens=total_out / completed if total_out is not None and completed else None,
+        failed=_failed(doc, completed),
+        duration_s=number(doc.get("duration")),
+        ttft_ms=ttft, tpot_ms=tpot, itl_ms=stat_of_keys(doc, "itl"),
+        # "latency" is E2EL in Lambda Labs' 2024 fork of benchmark_serving.py
+        e2el_ms=stat_of_keys(doc, "e2el") or stat_of_keys(doc, "latency")
+        or derived_e2el(ttft, tpot, mean_out),
+        mean_input_tokens=_per_request(total_in, completed),
+        mean_output_tokens=mean_out,
         total_output_tokens=total_out,
-        output_throughput=_num(doc.get("output_throughput")),
-        max_concurrent_requests=_num(doc.get("max_concurrent_requests")),
+        output_throughput=number(doc.get("output_throughput")),
+        request_throughput=number(doc.get("request_throughput")),
+        num_prompts=int(num_prompts) if num_prompts is not None else None,
+        max_concurrent_requests=number(doc.get("max_concurrent_requests")) if exact_peak
+        else None,
+        error_examples=_error_examples(doc),
     )
+
+
+def arrival_of(doc: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    """The open loop's arrival process and gamma shape, from ``burstiness`` when given."""
+    burstiness = number(doc.get("burstiness"))
+    if burstiness is None:
+        return None, None
+    return ("poisson" if burstiness == 1.0 else "gamma"), burstiness
 
 
 def vllm_context(doc: Mapping[str, Any]) -> RunContext:
     """What a vLLM-named result says about the run's configuration."""
-    cap = doc.get("max_concurrency")
+    cap = number(doc.get("max_concurrency"))
+    arrival, burstiness = arrival_of(doc)
     return RunContext(
-        max_concurrency=int(cap) if cap is not None else None,
-        request_rate=_num(doc.get("request_rate")),
+        max_concurrency=int(cap) if cap is not None and cap != float("inf") else None,
+        request_rate=number(doc.get("request_rate")),
         percentiles=quoted_percentiles(doc),
+        engine=engine_of(doc),
+        arrival=arrival, burstiness=burstiness,
+        rate_schedule=bool(doc.get("ramp_up_strategy")),
     )
-
-
-def _samples(doc: Mapping[str, Any]) -> tuple[RequestSample, ...]:
-    ttfts: Sequence[Any] = doc["ttfts"]
-    n = len(ttfts)
-
-    def column(name: str) -> Sequence[Any]:
-        values = doc.get(name)
-        if values is None:
-            return [None] * n
-        if not isinstance(values, list) or len(values) != n:
-            raise ValueError(f"'{name}' has {len(values) if isinstance(values, list) else 'no'} "
-                             f"entries, 'ttfts' has {n}")
-        return values
-
-    ins, outs, itls = column("input_lens"), column("output_lens"), column("itls")
-    errors, lats, starts = column("errors"), column("latencies"), column("start_times")
-    out: list[RequestSample] = []
-    for i in range(n):
-        ok = not errors[i]
-        ttft = _num(ttfts[i])
-        gaps = tuple(float(g) for g in itls[i]) if isinstance(itls[i], list) else None
-        e2el = _num(lats[i])
-        if e2el is None and ttft is not None and gaps is not None:
-            e2el = ttft + sum(gaps)
-        start = _num(starts[i])
-        out.append(RequestSample(
-            ok=ok, ttft_s=ttft if ok else None, e2el_s=e2el if ok else None,
-            input_tokens=int(ins[i]) if ins[i] is not None else None,
-            output_tokens=int(outs[i]) if outs[i] is not None and ok else None,
-            itls_s=gaps, start_s=start,
-            end_s=start + e2el if start is not None and e2el is not None else None,
-            error=str(errors[i]) if errors[i] else None,
-            content_events=len(gaps) + 1 if gaps is not None and ok and ttft else None,
-        ))
-    return tuple(out)
 
 
 def read_vllm(doc: Mapping[str, Any]) -> Dataset:
     """A vLLM ``bench serve`` result as a dataset (per-request data when ``ttfts`` is there)."""
-    requests = _samples(doc) if isinstance(doc.get("ttfts"), list) else None
+    requests = samples(doc) if isinstance(doc.get("ttfts"), list) else None
     return Dataset(source="vllm", summary=vllm_summary(doc), requests=requests,
                    context=vllm_context(doc))

@@ -1,6 +1,7 @@
-"""Prometheus text exposition -> plain data, in the shape the gauge's server checks read.
+"""Prometheus text exposition -> one flat dict keyed by metric name (what verification reads).
 
-The result is keyed by metric name (the shape of the simulator's ``ServerMetrics.snapshot``):
+Parsed by ``prometheus_client``'s text parser through :func:`tunegate.loadgen.exposition.
+parse_exposition` (the parser the benchmark's telemetry uses), then flattened:
 
 * counter or gauge: a number; when its series differ by some label (vLLM's
   ``vllm:request_success_total{finished_reason=...}``), a mapping of those label values ->
@@ -8,51 +9,48 @@ The result is keyed by metric name (the shape of the simulator's ``ServerMetrics
 * histogram: ``{"count", "sum", "buckets": {le: cumulative count}}``, summed over series.
 * summary: ``{"count", "sum"}``, summed over series.
 
-Only the names starting with a given prefix are kept when one is given. Malformed lines are
-skipped (a scrape must never fail a run); ``# TYPE`` tells histograms from counters.
+Counters are keyed as ``prometheus_client`` names their samples, always with ``_total``. Only
+the names starting with a given prefix are kept when one is given. Malformed lines are skipped
+(a scrape must never fail a run). The benchmark's own record of a run is richer (deltas, gauge
+peaks, restarts): see :mod:`tunegate.loadgen.server_metrics`.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections import defaultdict
 from typing import Any
 
+from tunegate.loadgen.exposition import Histogram, LabelSet, parse_exposition
+
 __all__ = ["parse_prometheus_text"]
 
-_SAMPLE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
-)
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+def _varying(keys: list[LabelSet]) -> list[str]:
+    names = sorted({k for labels in keys for k, _ in labels})
+    return [n for n in names if len({dict(labels).get(n) for labels in keys}) > 1]
 
 
-def _value(text: str) -> float | None:
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return None if math.isnan(number) else number
-
-
-def _family(name: str, types: dict[str, str]) -> tuple[str, str]:
-    """(family name, sample suffix) of a sample name."""
-    for suffix in ("_bucket", "_count", "_sum"):
-        base = name[: -len(suffix)]
-        if name.endswith(suffix) and types.get(base) in ("histogram", "summary"):
-            return base, suffix
-    return name, ""
-
-
-def _collapse(series: list[tuple[dict[str, str], float]]) -> Any:
-    keys = {k for labels, _ in series for k in labels}
-    varying = sorted(k for k in keys if len({labels.get(k) for labels, _ in series}) > 1)
+def _collapse(series: dict[LabelSet, float]) -> float | dict[str, float]:
+    varying = _varying(list(series))
     if not varying:
-        return sum(v for _, v in series)
+        return sum(series.values())
     out: dict[str, float] = defaultdict(float)
-    for labels, v in series:
-        out[",".join(labels.get(k, "") for k in varying)] += v
+    for labels, value in series.items():
+        as_dict = dict(labels)
+        out[",".join(as_dict.get(k, "") for k in varying)] += value
     return dict(out)
+
+
+def _summed(series: list[Histogram], with_buckets: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"count": sum(h.count for h in series),
+                           "sum": sum(h.sum for h in series)}
+    if with_buckets:
+        buckets: dict[str, float] = defaultdict(float)
+        for h in series:
+            for le, v in h.buckets.items():
+                buckets[le] += v
+        out["buckets"] = dict(buckets)
+    return out
 
 
 def parse_prometheus_text(text: str, prefix: str | None = None) -> dict[str, Any]:
@@ -62,41 +60,14 @@ def parse_prometheus_text(text: str, prefix: str | None = None) -> dict[str, Any
         text: The body of ``GET /metrics``.
         prefix: Keep only metric families whose name starts with it (``"vllm:"``).
     """
-    types: dict[str, str] = {}
-    samples: list[tuple[str, dict[str, str], float]] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("# TYPE "):
-            parts = line.split()
-            if len(parts) >= 4:
-                types[parts[2]] = parts[3]
-            continue
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        value = _value(match["value"])
-        if value is None:
-            continue
-        labels = dict(_LABEL.findall(match["labels"] or ""))
-        samples.append((match["name"], labels, value))
-    plain: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
-    hists: dict[str, dict[str, Any]] = {}
-    for name, labels, value in samples:
-        family, suffix = _family(name, types)
-        if prefix is not None and not family.startswith(prefix):
-            continue
-        if not suffix:
-            plain[family].append((labels, value))
-            continue
-        hist = hists.setdefault(family, {"count": 0.0, "sum": 0.0})
-        if suffix == "_bucket":
-            le = labels.get("le", "+Inf")
-            buckets = hist.setdefault("buckets", {})
-            buckets[le] = buckets.get(le, 0.0) + value
+    scrape = parse_exposition(text, (prefix,) if prefix is not None else None)
+    out: dict[str, Any] = {}
+    for name, family in scrape.families.items():
+        values = list(family.series.values())
+        hists = [v for v in values if isinstance(v, Histogram)]
+        if hists:
+            out[name] = _summed(hists, family.kind == "histogram")
         else:
-            hist[suffix[1:]] += value
-    out: dict[str, Any] = {name: _collapse(series) for name, series in plain.items()}
-    out.update(hists)
+            out[name] = _collapse({k: v for k, v in family.series.items()
+                                   if isinstance(v, float)})
     return out

@@ -163,6 +163,8 @@ class ServerMetrics:
             "vllm:kv_cache_usage_perc": 0.0,
             "vllm:gpu_cache_usage_perc": 0.0,
         }
+        self.peaks: dict[str, float] = dict(self.gauges)
+        """Each gauge's highest value so far (updated at every step: exact, not sampled)."""
         self.counters: dict[str, float] = {
             "vllm:prompt_tokens_total": 0.0,
             "vllm:generation_tokens_total": 0.0,
@@ -229,6 +231,8 @@ class ServerMetrics:
         g["vllm:num_requests_waiting"] = waiting
         g["vllm:kv_cache_usage_perc"] = kv_usage
         g["vllm:gpu_cache_usage_perc"] = kv_usage
+        for name, value in g.items():
+            self.peaks[name] = max(self.peaks[name], value)
 
     def on_finish(self, seq: Seq, reason: str = "length") -> None:
         """Record a finished request's histograms (engine-clock ns timestamps)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tunegate.gauge.checks.server import histogram_mean, metric_number
 from tunegate.servers.adapters import parse_prometheus_text
 from tunegate.servers.simulator.prometheus import ServerMetrics
 
@@ -31,8 +30,6 @@ def test_counters_gauges_histograms_and_prefix() -> None:
     hist = parsed["vllm:time_to_first_token_seconds"]
     assert hist == {"count": 9.0, "sum": 1.8, "buckets": {"0.1": 4.0, "+Inf": 9.0}}
     assert "process_cpu_seconds_total" not in parsed and "vllm:bad_value" not in parsed
-    assert histogram_mean(parsed, "vllm:time_to_first_token_seconds") == 1.8 / 9
-    assert metric_number(parsed, "vllm:request_success_total") == 9.0
     assert parse_prometheus_text(TEXT)["process_cpu_seconds_total"] == 12.5
 
 
