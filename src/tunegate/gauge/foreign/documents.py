@@ -63,11 +63,11 @@ def _json_sequence(text: str) -> Documents:
         try:
             value, position_after = _DECODER.raw_decode(text, position)
         except json.JSONDecodeError as exc:
-            where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            broken = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
             if values:
                 start = text.count("\n", 0, position) + 1
-                where = f"record {len(values) + 1} starting on line {start}: {where}"
-            raise DocumentsError(f"not valid JSON ({where})") from None
+                broken = f"record {len(values) + 1} starting on line {start}: {broken}"
+            raise DocumentsError(f"not valid JSON ({broken})") from None
         values.append(value)
         line = text.count("\n", 0, position) + 1
         where.append(f"line {line}")
