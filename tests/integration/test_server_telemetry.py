@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -147,6 +148,33 @@ def test_a_counter_dropping_mid_run_is_a_server_restart(tmp_path: Path) -> None:
     assert doc["server_metrics"]["resets"] == [reset]
 
 
+def test_replicas_behind_one_url_are_reported_as_such_not_as_a_restart(tmp_path: Path) -> None:
+    scrapes: list[int] = []
+
+    def metrics(request: web.Request) -> str:
+        scrapes.append(1)
+        replica = len(scrapes) % 2  # a Service alternating between two healthy replicas
+        tokens = (1000, 500)[replica] + 40 * len(scrapes)
+        return ("# TYPE vllm:generation_tokens_total counter\n"
+                f'vllm:generation_tokens_total{{model_name="m"}} {tokens}\n'
+                "# TYPE process_start_time_seconds gauge\n"
+                f"process_start_time_seconds {(1.7e9, 1.7e9 + 86.5)[replica]}\n")
+
+    out = tmp_path / "r.json"
+    with _serve_with_metrics(Behaviour(ttft_ms=5, itl_ms=20, tokens=40), metrics) as url:
+        code = main(["bench", "--url", url, "--num-requests", "8", "--concurrency", "2",
+                     "--input-tokens", "16", "--output-tokens", "40", "--no-progress",
+                     "--metrics-interval", "0.3", "--out", str(out)])
+    doc = json.loads(out.read_text())
+    assert code == 0, doc["validation"]  # the client's figures are unaffected
+    block = doc["server_metrics"]
+    assert (block["processes"], block["one_process"]) == (2, False) and len(scrapes) >= 3
+    assert block["counters"] == {} and block["resets"] == []
+    assert "2 server processes" in block["not_scraped"]["generation_tokens"]
+    codes = [f["code"] for f in doc["validation"]["findings"]]
+    assert "server_metrics_mixed" in codes and "server_restarted" not in codes
+
+
 def test_the_api_scrapes_with_its_options(tmp_path: Path) -> None:
     with serve_in_process("fast", seed=4) as url:
         result = bench(BenchOptions(
@@ -257,3 +285,83 @@ def test_a_scraper_that_cannot_start_keeps_the_scrape_before(
     assert block is not None and block["engine"] == "vllm"
     assert (block["scrapes"], block["failed_scrapes"], block["covers_run"]) == (1, 1, False)
     assert block["error"].startswith("the metrics scraper could not start")
+
+
+@contextlib.contextmanager
+def _raw_server(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A loopback server that reads each request, then lets ``answer`` write what it likes."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def handle(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                answer(conn)
+            except OSError:
+                pass  # the scraper hung up: expected
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        server.close()
+
+
+def _drip_body(conn: socket.socket) -> None:
+    """Headers at once, then a 100 kB body one byte every 0.1 s: every read is quick."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n")
+    for _ in range(1000):
+        conn.sendall(b"#")
+        time.sleep(0.1)
+
+
+def _drip_headers(conn: socket.socket) -> None:
+    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1000:
+        conn.sendall(bytes([byte]))
+        time.sleep(0.05)
+
+
+def _huge_body(conn: socket.socket) -> None:
+    size = 17 * 1024 * 1024
+    conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n".encode())
+    conn.sendall(b"# " + b"x" * (size - 3) + b"\n")
+
+
+@pytest.mark.parametrize("answer", [_drip_body, _drip_headers], ids=["body", "headers"])
+def test_a_server_trickling_its_metrics_is_cut_at_the_scrape_deadline(
+        answer: Callable[[socket.socket], None]) -> None:
+    from tunegate.loadgen.telemetry import ServerTelemetry
+    from tunegate.loadgen.telemetry_child import Fetcher
+
+    with _raw_server(answer) as url:
+        started = time.monotonic()
+        status, body, error = Fetcher(f"{url}/metrics", None, 0.5).get()
+        assert time.monotonic() - started < 1.5  # the whole scrape, not each read
+        assert (status, body) == (None, "") and "timed out after 0.5 s" in error
+        started = time.monotonic()
+        telemetry = ServerTelemetry(url, interval_s=0.3, timeout_s=0.5)
+        telemetry.start()
+        assert time.monotonic() - started < 1.5  # the run is not held up
+        time.sleep(0.5)
+        block = telemetry.stop()
+        assert time.monotonic() - started < 5.0
+    assert block["scrapes"] == 0 and block["failed_scrapes"] >= 2
+    assert "timed out" in block["error"] and "(before the run)" in block["error"]
+
+
+def test_a_metrics_body_over_16_mib_is_a_failed_scrape() -> None:
+    from tunegate.loadgen.telemetry_child import Fetcher
+
+    with _raw_server(_huge_body) as url:
+        status, body, error = Fetcher(f"{url}/metrics", None, 10.0).get()
+    assert (status, body) == (None, "") and "larger than 16 MiB" in error

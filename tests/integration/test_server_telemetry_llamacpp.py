@@ -42,7 +42,7 @@ def test_bench_records_llamacpp_slots_and_tokens(llama_url: str, tmp_path: Path)
                  "--request-timeout", "30", "--metrics-interval", "0.2", "--no-progress",
                  "--quiet", "--out", str(out)])
     doc = json.loads(out.read_text())
-    assert code in (0, 3), doc["validation"]
+    assert code == 0, doc["validation"]  # a valid verdict: nothing the gauge doubts
     block = doc["server_metrics"]
     assert (block["engine"], block["failed_scrapes"], block["covers_run"]) == (
         "llamacpp", 0, True)

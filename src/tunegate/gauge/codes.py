@@ -62,9 +62,15 @@ CODES: dict[str, str] = {
         " disagree with the client's measurements beyond network and scrape tolerance."
     ),
     "server_restarted": (
-        "error: a counter of the server's /metrics went backwards between two scrapes of the"
-        " run: the server restarted (or was replaced) mid-run, so the run measured two server"
-        " processes; the evidence names the metric, its values and when."
+        "error: the server's process_start_time_seconds moved to a later value during the run"
+        " or, when it exposes none, a counter of its /metrics went backwards between two"
+        " scrapes: the server restarted (or was replaced) mid-run, so the run measured two"
+        " server processes; the evidence names the start times or the metric, and when."
+    ),
+    "server_metrics_mixed": (
+        "warning: the scrapes reached several server processes in turn (their"
+        " process_start_time_seconds alternated: replicas behind one URL); the server's"
+        " counter and histogram deltas were dropped and not compared with the client's."
     ),
     "roofline_exceeded": (
         "error: a measured rate exceeds what the hardware allows for this model (memory"

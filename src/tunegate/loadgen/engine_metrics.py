@@ -22,6 +22,12 @@ Derived keys (over the run: histogram and counter deltas, gauge peaks):
 A scraped peak is the highest of the values sampled every ``interval_s``: a lower bound of the
 true peak. The simulator reports its exact peak over engine steps.
 
+Beside the engine's families, every scrape keeps ``process_start_time_seconds``
+(``prometheus_client``'s default process collector, in vLLM's and SGLang's default registry;
+absent in prometheus_client's multiprocess mode, which vLLM uses with several API servers, and
+from llama.cpp), so a restart can be told from several replicas behind one URL
+(:mod:`tunegate.loadgen.server_metrics`).
+
 Where the names were checked:
 
 * vLLM (``vllm:``): ``vllm/v1/metrics/loggers.py`` of vLLM 0.33 (``vllm:num_preemptions`` and
@@ -215,8 +221,10 @@ def _peak_of_sum(gauges: Mapping[str, Any], name: str) -> tuple[float | None, st
 def derive(block: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
     """The engine-independent keys of a ``server_metrics`` block, and why any is missing.
 
-    Histogram and counter keys need deltas over the whole run: when the scrape before or
-    after the run failed (``covers_run`` false) they are reported as not scraped.
+    Histogram and counter keys need deltas over the whole run of one server process: when
+    the scrape before or after the run failed (``covers_run`` false), or when several
+    processes behind one URL answered in turn (``one_process`` false), they are reported as
+    not scraped.
     """
     engine = engine_by_name(block.get("engine"))
     if engine is None:
@@ -241,9 +249,15 @@ def derive(block: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
     derived: dict[str, float] = {}
     missing: dict[str, str] = {}
     partial = block.get("covers_run") is False
+    mixed = block.get("one_process") is False
     for key in DERIVED_KEYS:
         value, reason = found.get(key, (None, None))
-        if value is not None and partial and key in _DELTA_KEYS:
+        if mixed and key in _DELTA_KEYS:
+            value, reason = None, (
+                f"the scrapes reached {block.get('processes')} server processes behind one "
+                "URL in turn (their process_start_time_seconds alternated): a delta would mix "
+                "their counters")
+        elif value is not None and partial and key in _DELTA_KEYS:
             value, reason = None, ("the scrape before or after the run failed: a delta would "
                                    "miss part of the run")
         if value is not None:

@@ -12,6 +12,9 @@ Shape (JSON-ready)::
      "counters": {name: increase},                                           # after - before
      "gauges": {name: {"peak", "mean", "last", "series": [[t_s, value], ...]}},
      "resets": [{"metric", "before", "after", "t_s"}],   # a counter went backwards
+     "processes": 1,                # server processes seen (None: no process start time)
+     "one_process": True,           # one process at a time answered (see below)
+     "process_starts": [{"t_s", "start_time"}],   # each change of the process answering
      "derived": {...}, "not_scraped": {derived key: reason}}
 
 Names are the engine's own (counters with ``_total``); a family whose series differ by a label
@@ -21,6 +24,15 @@ follow Prometheus's ``increase()``: a counter that goes backwards started again 
 server restarted), which is recorded in ``resets``. ``derived`` holds the engine-independent
 keys of :mod:`tunegate.loadgen.engine_metrics`; the gauge and the tuner read only those.
 
+Which process answered: vLLM and SGLang expose ``process_start_time_seconds`` (the default
+process collector of ``prometheus_client``; llama.cpp does not), kept from every scrape. A
+start time that moves to a later value and stays is a restart (``one_process`` true,
+``processes`` 2); start times that come back to an earlier value, or go back in time, are
+several processes behind one URL answering in turn (replicas behind a load balancer):
+``one_process`` is false, and the counter and histogram deltas, which would mix their
+counters, are dropped (``not_scraped`` says why), as are the ``resets`` the alternation made.
+Without a start time, ``processes`` and ``one_process`` are ``None``.
+
 :class:`ScrapeRecorder` builds the block from scrapes; :func:`block_from_exposition` from one
 exposition of a server that started with the run (the simulator's virtual path);
 :func:`as_block` also reads the flat vLLM-named snapshot that older result files hold.
@@ -28,6 +40,7 @@ exposition of a server that started with the run (the simulator's virtual path);
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,12 +48,14 @@ from typing import Any, Literal
 from tunegate.loadgen.engine_metrics import EngineNames, derive, detect_engine
 from tunegate.loadgen.exposition import Exposition, Histogram, LabelSet, parse_exposition
 
-__all__ = ["SUMMARY_KEYS", "Phase", "ScrapeRecorder", "as_block", "block_from_exposition",
-           "complete", "summary_keys"]
+__all__ = ["PROCESS_START", "SUMMARY_KEYS", "Phase", "ScrapeRecorder", "as_block",
+           "block_from_exposition", "complete", "summary_keys"]
 
 Phase = Literal["before", "during", "after"]
 _MAX_RESETS = 50
 _COUNTER_EPS = 1e-9
+PROCESS_START = "process_start_time_seconds"
+"""prometheus_client's process start time (Unix seconds): which process answered a scrape."""
 
 
 @dataclass(slots=True)
@@ -84,6 +99,27 @@ def _varying(keys: list[LabelSet]) -> set[str]:
     return {n for n in names if len({dict(labels).get(n) for labels in keys}) > 1}
 
 
+def _processes(starts: list[tuple[float, tuple[float, ...]]]) -> dict[str, Any]:
+    """``processes``, ``one_process`` and ``process_starts`` from each scrape's start times.
+
+    ``starts`` holds, per scrape that exposed it, (``t_s``, the sorted start time values).
+    The start times are compressed into runs of the same process; they describe one process
+    at a time when every run is a new process started after the one before (restarts).
+    """
+    if not starts:
+        return {"processes": None, "one_process": None, "process_starts": []}
+    runs: list[tuple[float, tuple[float, ...]]] = []
+    for t_s, values in starts:
+        if not runs or runs[-1][1] != values:
+            runs.append((t_s, values))
+    ids = [values for _, values in runs]
+    in_turn = len(set(ids)) == len(ids) and all(
+        max(b) > max(a) for a, b in itertools.pairwise(ids))
+    return {"processes": len(set(ids)), "one_process": in_turn,
+            "process_starts": [{"t_s": round(t_s, 3), "start_time": max(values)}
+                               for t_s, values in runs[:_MAX_RESETS]]}
+
+
 class ScrapeRecorder:
     """Accumulates scrapes of one server into a ``server_metrics`` block.
 
@@ -114,6 +150,7 @@ class ScrapeRecorder:
         self.ok_phases: set[str] = set()
         self.resets: list[dict[str, Any]] = []
         self._families: dict[str, _FamilyLog] = {}
+        self._starts: list[tuple[float, tuple[float, ...]]] = []
         self._baseline = from_zero
 
     def fail(self, reason: str) -> None:
@@ -134,7 +171,7 @@ class ScrapeRecorder:
                     f"no vllm:, sglang: or llamacpp: metrics at {self.source} "
                     f"({len(probe.all_names)} families: {shown})")
                 return
-        self.add(t_s, parse_exposition(text, self.engine.prefixes), phase)
+        self.add(t_s, parse_exposition(text, (*self.engine.prefixes, PROCESS_START)), phase)
 
     def add(self, t_s: float, scrape: Exposition, phase: Phase) -> None:
         """Record one parsed scrape taken ``t_s`` seconds after the first."""
@@ -142,6 +179,11 @@ class ScrapeRecorder:
         self.ok_phases.add(phase)
         self.malformed += scrape.malformed_lines
         for name, family in scrape.families.items():
+            if name == PROCESS_START:
+                starts = sorted(v for v in family.series.values() if isinstance(v, float))
+                if starts:
+                    self._starts.append((t_s, tuple(starts)))
+                continue
             log = self._families.setdefault(name, _FamilyLog(family.kind))
             for labels, value in family.series.items():
                 if family.kind in ("gauge", "untyped"):
@@ -200,14 +242,16 @@ class ScrapeRecorder:
                 else:
                     counters[key] = kept.increase
         before_ok = self.from_zero or "before" in self.ok_phases
+        processes = _processes(self._starts)
+        mixed = processes["one_process"] is False  # their deltas and "resets" mean nothing
         block: dict[str, Any] = {
             "source": self.source, "engine": self.engine.engine if self.engine else None,
             "scrapes": self.scrapes, "failed_scrapes": self.failed,
             "interval_s": self.interval_s,
             "covers_run": before_ok and "after" in self.ok_phases,
             "error": self.error, "malformed_lines": self.malformed,
-            "histograms": hists, "counters": counters, "gauges": gauges,
-            "resets": list(self.resets),
+            "histograms": {} if mixed else hists, "counters": {} if mixed else counters,
+            "gauges": gauges, "resets": [] if mixed else list(self.resets), **processes,
         }
         return complete(block)
 

@@ -7,20 +7,26 @@ quickly, and :class:`Fetcher` is light enough for the parent's own scrape before
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import signal
+import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from typing import Any
 
 from tunegate.loadgen.server_metrics import Phase, ScrapeRecorder
 
 __all__ = ["NO_ENDPOINT", "Fetcher", "Scrape", "record_scrape", "scrape_loop"]
 
-_MAX_BODY = 32 * 1024 * 1024
+_MAX_BODY = 16 * 2**20
+"""A larger /metrics body is a failed scrape (vLLM's is ~100 kB; 16 MiB is a broken server)."""
+_CHUNK = 64 * 1024
+_MAX_REDIRECTS = 3
+_REDIRECTS = (301, 302, 303, 307, 308)
 NO_ENDPOINT = (404, 501)
 """Statuses meaning the server has no metrics endpoint (llama-server without ``--metrics``
 answers 501): nothing more is asked."""
@@ -32,7 +38,16 @@ Scrape = tuple[int | None, str, str]
 
 
 class Fetcher:
-    """``GET`` the metrics URL with an optional bearer token and a short timeout."""
+    """``GET`` the metrics URL with an optional bearer token, within one deadline.
+
+    ``timeout_s`` bounds the whole scrape, connection to last byte (a timeout per socket read,
+    as urllib has, never fires on a server that trickles a byte at a time, and the scrape
+    before the run would then hold the run up forever): a watchdog shuts the socket down when
+    the deadline passes, which ends whatever read is waiting. A body over ``_MAX_BODY`` is a
+    failed scrape, never a truncated one. Redirects are followed within the same deadline; the
+    bearer token only to the same scheme, host and port. No proxy from the environment is
+    used, as the load generator's client uses none.
+    """
 
     def __init__(self, url: str, api_key: str | None, timeout_s: float) -> None:
         self.url = url
@@ -43,16 +58,88 @@ class Fetcher:
 
     def get(self) -> Scrape:
         """One scrape; never raises for a network or HTTP failure."""
-        request = urllib.request.Request(self.url, headers=self.headers)
+        deadline = time.monotonic() + self.timeout_s
+        url, headers = self.url, dict(self.headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = response.read(_MAX_BODY).decode("utf-8", errors="replace")
-                return int(response.status), body, ""
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), "", f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            return None, "", f"{type(exc).__name__}: {reason}"
+            for _ in range(_MAX_REDIRECTS + 1):
+                status, body, location = self._get_once(url, headers, deadline)
+                if status not in _REDIRECTS or not location:
+                    break
+                target = urllib.parse.urljoin(url, location)
+                if _origin(target) != _origin(url):
+                    headers.pop("Authorization", None)
+                url = target
+        except TimeoutError:
+            return None, "", f"timed out after {self.timeout_s:g} s"
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            return None, "", f"{type(exc).__name__}: {exc}"
+        if status == 200:
+            return status, body, ""
+        return status, "", f"HTTP {status}"
+
+    def _get_once(self, url: str, headers: dict[str, str],
+                  deadline: float) -> tuple[int, str, str | None]:
+        """(status, body when 200, ``Location``), or raise; bounded by ``deadline``."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL (scheme {parts.scheme!r})")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no time left")
+        kind = http.client.HTTPSConnection if parts.scheme == "https" \
+            else http.client.HTTPConnection
+        conn = kind(parts.hostname, parts.port, timeout=left)
+        fired = threading.Event()
+        watchdog = threading.Timer(left, _hang_up, (conn, fired))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            answer = self._exchange(conn, parts, headers)
+            if fired.is_set():  # a body read until the connection closed: cut, not complete
+                raise TimeoutError("the deadline passed")
+            return answer
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if fired.is_set():
+                raise TimeoutError("the deadline passed") from exc
+            raise
+        finally:
+            watchdog.cancel()
+            watchdog.join()  # never shut down a socket after close() freed its descriptor
+            conn.close()
+
+    @staticmethod
+    def _exchange(conn: http.client.HTTPConnection, parts: urllib.parse.SplitResult,
+                  headers: dict[str, str]) -> tuple[int, str, str | None]:
+        """Send the request and read the answer in chunks, the body bounded in size."""
+        path = parts.path or "/"
+        conn.request("GET", f"{path}?{parts.query}" if parts.query else path, headers=headers)
+        response = conn.getresponse()
+        if response.status != 200:
+            return response.status, "", response.getheader("Location")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := response.read1(_CHUNK):
+            size += len(chunk)
+            if size > _MAX_BODY:
+                raise ValueError(f"the body is larger than {_MAX_BODY // 2**20} MiB")
+            chunks.append(chunk)
+        if (response.length or 0) > 0:  # the connection ended before Content-Length
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
+        return 200, b"".join(chunks).decode("utf-8", errors="replace"), None
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def _hang_up(conn: http.client.HTTPConnection, fired: threading.Event) -> None:
+    """The deadline passed: end the scrape's blocked read (it then sees the connection end)."""
+    fired.set()
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def record_scrape(recorder: ScrapeRecorder, phase: Phase, scrape: Scrape, t_s: float) -> bool:

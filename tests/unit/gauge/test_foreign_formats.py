@@ -166,14 +166,23 @@ def test_appended_and_concatenated_results_are_all_read(tmp_path: Path) -> None:
             "record 3 (request_rate=inf, max_concurrency=4)"
 
 
-def test_a_broken_record_is_named(tmp_path: Path) -> None:
-    text = json.dumps(_vllm()) + "\n" + json.dumps(_vllm())[:-20] + "\n"
+def test_a_broken_record_in_the_middle_is_named(tmp_path: Path) -> None:
+    whole, broken = json.dumps(_vllm()), json.dumps(_vllm())[:-20]
+    text = "\n".join([whole, broken, whole]) + "\n"
     with pytest.raises(InputFileError, match=r"record 2 starting on line 2: line 3") as info:
         load_report(_write(tmp_path, "a.jsonl", text))
     assert info.value.exit_code == 2
     unknown = json.dumps(_vllm()) + "\n" + json.dumps({"hello": 1}) + "\n"
     with pytest.raises(InputFileError, match=r"record 2 \(line 2\): unknown format"):
         load_report(_write(tmp_path, "b.jsonl", unknown))
+
+
+def test_an_interrupted_append_keeps_the_whole_records(tmp_path: Path) -> None:
+    # A sweep killed while appending its third line: two whole runs and half of one.
+    text = json.dumps(_vllm()) + "\n" + json.dumps(_vllm()) + "\n" + json.dumps(_vllm())[:-20]
+    result = validate_file(_write(tmp_path, "a.jsonl", text))
+    assert len(result.loaded.datasets) == 2 and result.report.valid
+    assert any("record 3 starting on line 3 is cut off" in n for n in result.loaded.notes)
 
 
 def test_guidellm_yaml_reads_like_its_json(tmp_path: Path) -> None:

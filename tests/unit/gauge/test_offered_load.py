@@ -9,9 +9,9 @@ from tunegate.gauge import Dataset, RequestSample, RunContext, Severity, Summary
 from tunegate.gauge.checks.offered import arrival_cv
 
 
-def _sent(starts: np.ndarray, **ctx: object) -> Dataset:
-    reqs = tuple(RequestSample(ok=True, ttft_s=0.05, e2el_s=0.5, input_tokens=64,
-                               output_tokens=32, start_s=float(t), end_s=float(t) + 0.5)
+def _sent(starts: np.ndarray, latency_s: float = 0.1, **ctx: object) -> Dataset:
+    reqs = tuple(RequestSample(ok=True, ttft_s=0.05, e2el_s=latency_s, input_tokens=64,
+                               output_tokens=32, start_s=float(t), end_s=float(t) + latency_s)
                  for t in starts)
     return Dataset("vllm", Summary(completed=len(reqs)), reqs,
                    RunContext(**ctx))  # type: ignore[arg-type]
@@ -50,7 +50,9 @@ def test_a_reached_concurrency_cap_explains_a_lower_rate() -> None:
     capped = Dataset(data.source, Summary(completed=300, max_concurrent_requests=8.0),
                      data.requests, data.context)
     assert _finding(capped) is None
-    assert _finding(data) is not None  # the cap was never reached: no excuse
+    assert _finding(data) is not None  # 100 ms requests at 20/s never filled 8 slots
+    full = _sent(_poisson(20.0, 300), latency_s=2.0, request_rate=45.0, max_concurrency=8)
+    assert _finding(full) is None  # 2 s requests at 20/s: the 8 slots were full
 
 
 def test_few_requests_allow_more_deviation() -> None:
@@ -90,3 +92,22 @@ def test_a_sample_of_requests_does_not_give_a_rate() -> None:
     sampled = Dataset(data.source, Summary(completed=300, duration_s=300 / 45.0),
                       data.requests, data.context, requests_are_sample=True)
     assert _finding(sampled) is None
+
+
+def test_a_cap_that_ran_full_is_seen_from_the_request_times() -> None:
+    # AIPerf-like: rate 10/s asked, concurrency 1, every request takes 0.5 s back to back:
+    # 2 requests/s, because the single slot was always full. No summary peak is given.
+    starts = np.arange(30) * 0.5
+    reqs = tuple(RequestSample(ok=True, ttft_s=0.05, e2el_s=0.5, input_tokens=64,
+                               output_tokens=32, start_s=float(t), end_s=float(t) + 0.5)
+                 for t in starts)
+    data = Dataset("aiperf", Summary(completed=30), reqs,
+                   RunContext(request_rate=10.0, max_concurrency=1))
+    assert _finding(data) is None
+
+
+def test_an_unknown_occupancy_under_a_cap_is_not_judged() -> None:
+    reqs = tuple(RequestSample(ok=True, start_s=float(t)) for t in np.arange(30) * 0.5)
+    report = validate_dataset(Dataset("aiperf", Summary(completed=30), reqs,
+                                      RunContext(request_rate=10.0, max_concurrency=1)))
+    assert "how full it ran is unknown" in dict(report.not_checked)["offered_load_mismatch"]

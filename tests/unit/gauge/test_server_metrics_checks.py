@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tunegate.gauge import Dataset, RunContext, Severity, Summary, validate_dataset
 from tunegate.gauge.dataset import Stat
 from tunegate.loadgen.server_metrics import ScrapeRecorder
@@ -89,7 +91,8 @@ def test_nothing_comparable_says_why_per_key() -> None:
     rec = ScrapeRecorder("http://h/metrics", 2.0)
     rec.fail("GET http://h/metrics (before the run): HTTP 404: no metrics endpoint")
     reason = dict(validate_dataset(_data(rec.block())).not_checked)["server_client_disagree"]
-    assert reason.startswith("the server reported nothing to compare: ttft_mean_s: GET")
+    assert reason.startswith("the server reported nothing to compare: ttft_mean_s, "
+                             "e2el_mean_s, requests, generation_tokens: GET")  # one reason
     assert "HTTP 404" in reason
     assert "no server metrics" in dict(validate_dataset(_data(None)).not_checked)[
         "server_client_disagree"]
@@ -164,3 +167,118 @@ def test_requests_cut_short_widen_what_the_server_may_have_counted() -> None:
     assert judged(512 + 80 + 30, 12) == {}  # the cut requests counted as finished
     assert judged(512 + 40, 8) == {"output_tokens": {"client": 592.0, "server": 552.0,
                                                      "client_max": 768.0}}
+
+
+def _cold_start(server_ttft_s: float, server_e2el_s: float) -> tuple[
+        tuple[Any, ...], dict[str, Any]]:
+    """4 warm-up requests on a cold server (TTFT 2 s, E2EL 3 s), then 36 at 50 ms and 1 s.
+
+    The server's histograms cover all 40 (it served the warm-up too); its means are given.
+    """
+    from tunegate.gauge import RequestSample
+
+    requests = tuple([RequestSample(ok=True, ttft_s=2.0, e2el_s=3.0, output_tokens=64,
+                                    warmup=True)] * 4
+                     + [RequestSample(ok=True, ttft_s=0.05, e2el_s=1.0, output_tokens=64)] * 36)
+    return requests, _sglang(40, server_ttft_s, server_e2el_s, 40 * 64)
+
+
+COLD_TTFT_S, COLD_E2EL_S = (4 * 2.0 + 36 * 0.05) / 40, (4 * 3.0 + 36 * 1.0) / 40
+
+
+def test_the_client_side_counts_the_warm_up_the_server_also_served() -> None:
+    from tunegate.gauge.dataset import summary_from_samples
+
+    requests, block = _cold_start(COLD_TTFT_S, COLD_E2EL_S)
+    summary = summary_from_samples(requests, 10.0, (50.0,))
+    assert summary.ttft_ms is not None and summary.ttft_ms.mean == pytest.approx(50.0)
+    context = RunContext(server_metrics=block, warmup_excluded=4)
+    report = validate_dataset(Dataset("x", summary, requests, context))
+    assert "server_client_disagree" not in report.codes()
+    assert "server_client_disagree" not in dict(report.not_checked)
+    # over the same population, a server three times slower than the client saw still is one
+    _, slow = _cold_start(3 * COLD_TTFT_S, COLD_E2EL_S)
+    report = validate_dataset(Dataset("x", summary, requests, RunContext(
+        server_metrics=slow, warmup_excluded=4)))
+    finding = next(f for f in report.findings if f.code == "server_client_disagree")
+    assert finding.evidence["disagree"] == {"ttft_s": {
+        "client": pytest.approx(COLD_TTFT_S), "server": pytest.approx(3 * COLD_TTFT_S),
+        "verdict": "client_faster"}}
+
+
+def test_without_requests_latencies_are_not_compared_when_warm_up_was_excluded() -> None:
+    # The summary covers the 36 measured requests; the server's histograms all 40.
+    _, block = _cold_start(COLD_TTFT_S, COLD_E2EL_S)
+    summary = Summary(completed=36, failed=0, ttft_ms=Stat(mean=50.0),
+                      e2el_ms=Stat(mean=1000.0), total_output_tokens=36 * 64.0)
+    report = validate_dataset(Dataset("x", summary, context=RunContext(
+        server_metrics=block, warmup_excluded=4)))
+    assert "server_client_disagree" not in report.codes()  # the counts agree, warm-up counted
+    reason = dict(report.not_checked)["server_client_disagree"]
+    assert "not compared: the report excluded 4 warm-up requests the server counted" in reason
+    # a count that disagrees even with the warm-up allowed for is still reported, and says
+    # the latencies were left out
+    short = _sglang(40, COLD_TTFT_S, COLD_E2EL_S, 1000)
+    report = validate_dataset(Dataset("x", summary, context=RunContext(
+        server_metrics=short, warmup_excluded=4)))
+    finding = next(f for f in report.findings if f.code == "server_client_disagree")
+    assert set(finding.evidence["disagree"]) == {"output_tokens"}
+    assert "4 warm-up requests" in finding.evidence["not_compared"]
+    # no warm-up excluded: the summary is the whole population, latencies are compared
+    whole = validate_dataset(Dataset("x", summary, context=RunContext(
+        server_metrics=_sglang(36, 0.5, 1.0, 36 * 64), warmup_excluded=0)))
+    finding = next(f for f in whole.findings if f.code == "server_client_disagree")
+    assert set(finding.evidence["disagree"]) == {"ttft_s"}
+
+
+VLLM_TOKENS = """\
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{model_name="m"}} {tokens}
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} {busy}
+# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds {start}
+"""
+A, B = 1.7e9, 1.7e9 + 3600.0
+
+
+def test_replicas_behind_one_url_are_a_warning_not_a_restart() -> None:
+    # two healthy replicas behind one Service: scrapes reach A, B, A, B
+    block = _block(VLLM_TOKENS, {"tokens": 1000, "busy": 0, "start": A},
+                   {"tokens": 500, "busy": 3, "start": B},
+                   {"tokens": 1400, "busy": 4, "start": A},
+                   {"tokens": 700, "busy": 0, "start": B})
+    report = validate_dataset(_data(block))
+    assert report.valid and "server_restarted" not in report.codes()
+    mixed = next(f for f in report.findings if f.code == "server_metrics_mixed")
+    assert mixed.severity is Severity.WARNING
+    assert "2 server processes" in mixed.message and "--url" in mixed.remedy
+    assert mixed.evidence["processes"] == 2 and len(mixed.evidence["process_starts"]) == 4
+    not_checked = dict(report.not_checked)
+    assert "several server processes" in not_checked["server_restarted"]
+    assert "2 server processes" in not_checked["server_client_disagree"]
+
+
+def test_a_start_time_moving_later_is_a_restart_with_when() -> None:
+    block = _block(VLLM_TOKENS, {"tokens": 1000, "busy": 0, "start": A},
+                   {"tokens": 1300, "busy": 2, "start": A},
+                   {"tokens": 40, "busy": 1, "start": B},
+                   {"tokens": 360, "busy": 0, "start": B})
+    report = validate_dataset(_data(block))
+    restart = next(f for f in report.findings if f.code == "server_restarted")
+    assert restart.severity is Severity.ERROR and not report.valid
+    assert restart.evidence["restarts"] == [{"t_s": 4.0, "start_time": B}]
+    assert "process_start_time_seconds" in restart.message and "4.0 s" in restart.message
+    assert "2023-11-14 23:13:20 UTC" in restart.message  # when the new process started
+    assert "server_metrics_mixed" not in report.codes()
+
+
+def test_without_a_start_time_a_backwards_counter_says_replicas_look_the_same() -> None:
+    block = _block(LLAMACPP, {"tokens": 5000, "busy": 0}, {"tokens": 40, "busy": 1})
+    report = validate_dataset(_data(block))
+    restart = next(f for f in report.findings if f.code == "server_restarted")
+    assert "several server processes behind one URL" in restart.message
+    assert "process_start_time_seconds" in restart.message
+    assert "does not expose process_start_time_seconds" in dict(report.not_checked)[
+        "server_metrics_mixed"]

@@ -272,3 +272,54 @@ def test_older_files_flat_snapshot_is_converted() -> None:
     assert "only its last value" in block["not_scraped"]["kv_cache_usage_peak"]
     assert as_block(None) is None and as_block({}) is None
     assert as_block(block) == block
+
+
+def _with_start(text: str, start: float) -> str:
+    """The exposition plus prometheus_client's default process collector's start time."""
+    return (text + "# HELP process_start_time_seconds Start time of the process since unix "
+            "epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
+            f"process_start_time_seconds {start}\n")
+
+
+REPLICA_A, REPLICA_B = 1.7000000e9, 1.7000123e9
+
+
+def test_replicas_answering_in_turn_are_several_processes_and_their_deltas_are_dropped() -> None:
+    # Two healthy replicas behind one Service: scrapes alternate between them, so their
+    # counters look like they go down and up.
+    texts = [_with_start(vllm(**{**VLLM_BEFORE, "gen": gen}), start) for gen, start in (
+        (1000, REPLICA_A), (500, REPLICA_B), (1400, REPLICA_A), (700, REPLICA_B))]
+    block = _record(*texts)
+    assert (block["processes"], block["one_process"]) == (2, False)
+    assert block["process_starts"] == [
+        {"t_s": 0.0, "start_time": REPLICA_A}, {"t_s": 2.0, "start_time": REPLICA_B},
+        {"t_s": 4.0, "start_time": REPLICA_A}, {"t_s": 6.0, "start_time": REPLICA_B}]
+    assert block["counters"] == {} and block["histograms"] == {} and block["resets"] == []
+    for key in ("generation_tokens", "requests", "ttft_mean_s", "preemptions"):
+        assert key not in block["derived"]
+        assert "2 server processes" in block["not_scraped"][key]
+    assert block["derived"]["running_peak"] == 0.0  # gauges are kept: each is one sample
+    assert "process_start_time_seconds" not in block["gauges"]
+
+
+def test_a_start_time_that_moves_once_to_later_is_one_restart() -> None:
+    restarted = {**VLLM_BEFORE, "gen": 200, "e2e_count": 2, "ttft_count": 2}
+    block = _record(_with_start(vllm(**VLLM_BEFORE), REPLICA_A),
+                    _with_start(vllm(**VLLM_DURING), REPLICA_A),
+                    _with_start(vllm(**restarted), REPLICA_B),
+                    _with_start(vllm(**{**restarted, "gen": 700}), REPLICA_B))
+    assert (block["processes"], block["one_process"]) == (2, True)
+    assert block["process_starts"] == [{"t_s": 0.0, "start_time": REPLICA_A},
+                                       {"t_s": 4.0, "start_time": REPLICA_B}]
+    assert block["counters"]["vllm:generation_tokens_total"] == 1200.0  # increase() kept
+    assert block["resets"] and block["derived"]["generation_tokens"] == 1200.0
+
+
+def test_one_process_and_no_start_time_say_so() -> None:
+    same = _record(*(_with_start(vllm(**v), REPLICA_A)
+                     for v in (VLLM_BEFORE, VLLM_DURING, VLLM_AFTER)))
+    assert (same["processes"], same["one_process"]) == (1, True)
+    assert same["derived"]["generation_tokens"] == 2000.0
+    unknown = _record(vllm(**VLLM_BEFORE), vllm(**VLLM_AFTER))  # llama.cpp never has it
+    assert (unknown["processes"], unknown["one_process"], unknown["process_starts"]) == (
+        None, None, [])

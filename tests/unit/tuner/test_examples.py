@@ -58,7 +58,7 @@ def test_vllm_example_never_asks_vllm_for_what_it_refuses(tmp_path: Path) -> Non
     repaired = tuner.space.repair(proposal)
     assert repaired is not None
     argv = tuple(tuner.adapter.render(tuner._server_config(tuner._engine(repaired))).argv)
-    assert "--disable-chunked-prefill" in argv
+    assert "--no-enable-chunked-prefill" in argv
     assert _flag_value(argv, "--max-num-batched-tokens") >= _flag_value(argv, "--max-model-len")
     assert _flag_value(argv, "--max-num-batched-tokens") >= _flag_value(argv, "--max-num-seqs")
 

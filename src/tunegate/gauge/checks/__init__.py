@@ -22,7 +22,11 @@ from tunegate.gauge.checks.load import (
 )
 from tunegate.gauge.checks.offered import offered_load_mismatch
 from tunegate.gauge.checks.physics import prefill_slower_than_decode, roofline_exceeded
-from tunegate.gauge.checks.server import server_client_disagree, server_restarted
+from tunegate.gauge.checks.server import (
+    server_client_disagree,
+    server_metrics_mixed,
+    server_restarted,
+)
 from tunegate.gauge.checks.timing import clock_anomaly, ttft_equals_e2el, ttft_missing
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity, ValidationReport
@@ -43,6 +47,7 @@ CHECKS: dict[str, Check] = {
     "too_few_samples": too_few_samples,
     "warmup_included": warmup_included,
     "server_restarted": server_restarted,
+    "server_metrics_mixed": server_metrics_mixed,
     "server_client_disagree": server_client_disagree,
     "roofline_exceeded": roofline_exceeded,
 }

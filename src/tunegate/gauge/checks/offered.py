@@ -68,6 +68,20 @@ def _finding(rate: float, achieved: float, tolerance: float, basis: str,
     )
 
 
+def _peak_in_flight(data: Dataset) -> int | None:
+    """Most requests in flight at one instant, from send and end times (ends first on ties)."""
+    spans = [(r.start_s, r.end_s) for r in data.measured
+             if r.start_s is not None and r.end_s is not None]
+    if not spans:
+        return None
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
 def offered_load_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """The achieved arrival rate against the configured one (open loops)."""
     context = data.context
@@ -84,9 +98,15 @@ def offered_load_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckR
         tolerance = _tolerance(context, n)
         if abs(achieved / rate - 1) <= tolerance:
             return None
-        cap, peak = context.max_concurrency, data.summary.max_concurrent_requests
-        if achieved < rate and cap is not None and peak is not None and peak >= cap:
-            return None  # the concurrency cap held arrivals back, as configured
+        cap = context.max_concurrency
+        if achieved < rate and cap is not None:
+            peak = data.summary.max_concurrent_requests
+            peak = peak if peak is not None else _peak_in_flight(data)
+            if peak is None:
+                return NotChecked("a concurrency cap was configured and how full it ran is "
+                                  "unknown (no request end times): a lower rate may be the cap")
+            if peak >= cap:
+                return None  # the concurrency cap held arrivals back, as configured
         return _finding(rate, achieved, tolerance, "requests were sent at",
                         {"basis": "send times", "requests": n, "arrival": context.arrival,
                          "burstiness": context.burstiness})

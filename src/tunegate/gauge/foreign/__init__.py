@@ -44,6 +44,13 @@ EXPECTED = ("a benchmark result: vLLM `bench serve` JSON (or --append-result JSO
             "bench_serving JSONL, AIPerf profile_export_aiperf.json (or profile_export.jsonl), "
             "GuideLLM benchmarks.json/.yaml, or a tunegate result")
 AIPERF_JSONL = "profile_export.jsonl"
+MAX_REPORT_BYTES = 512 * 2**20
+"""Largest report read. Parsing holds about 15 bytes of Python objects per byte of JSON
+arrays, so 512 MiB of report needs several GB of memory; larger files are refused up front
+with a message rather than exhausting the machine."""
+BROKEN_STRUCTURE = (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                    ArithmeticError, RecursionError)
+"""What a reader or a check raises on a value of the wrong type or size in a hostile file."""
 FORMAT_NAMES = {"tunegate": "tunegate result", "vllm": "vLLM bench serve result",
                 "sglang": "SGLang bench_serving result", "aiperf": "AIPerf export",
                 "guidellm": "GuideLLM report"}
@@ -106,7 +113,13 @@ def _read_text(path: Path) -> str:
     if path.is_dir():
         raise InputFileError(f"{path}: is a directory; give the result file itself ({EXPECTED})")
     try:
-        return path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise InputFileError(
+                f"{path}: {size / 2**20:.0f} MiB is more than the {MAX_REPORT_BYTES // 2**20} MiB "
+                "tunegate reads (a report that size holds per-request arrays of hundreds of "
+                "thousands of requests): split it, or validate the summary without them")
+        return path.read_text(encoding="utf-8-sig")  # a leading BOM (Windows editors) is dropped
     except (OSError, UnicodeDecodeError) as exc:
         raise InputFileError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
 
@@ -121,7 +134,8 @@ def _describe(doc: Mapping[str, Any]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _read_one(path: Path, fmt: str, doc: Mapping[str, Any]) -> list[tuple[str, Dataset]]:
+def _read_one(path: Path, fmt: str, doc: Mapping[str, Any],
+              notes: list[str]) -> list[tuple[str, Dataset]]:
     if fmt == "tunegate":
         return [("", read_tunegate(doc))]
     if fmt == "vllm":
@@ -130,27 +144,47 @@ def _read_one(path: Path, fmt: str, doc: Mapping[str, Any]) -> list[tuple[str, D
         return [("", read_sglang(doc))]
     if fmt == "guidellm":
         return read_guidellm(doc)
-    lines = None
+    return [("", read_aiperf(doc, _aiperf_lines_beside(path, notes)))]
+
+
+def _aiperf_lines_beside(path: Path, notes: list[str]) -> list[Mapping[str, Any]] | None:
+    """AIPerf's per-request JSONL from the summary's folder; a broken one is named, not used."""
     beside = path.parent / AIPERF_JSONL
-    if beside.is_file() and beside != path:
-        try:
-            docs = read_documents(beside.read_text(encoding="utf-8")).values
-        except (OSError, UnicodeDecodeError, DocumentsError):
-            docs = ()  # the summary alone is still worth judging
-        lines = [d for d in docs if is_aiperf_line(d)] or None
-    return [("", read_aiperf(doc, lines))]
+    if not beside.is_file() or beside == path:
+        return None
+    try:
+        documents = read_documents(_read_text(beside))
+    except (InputFileError, DocumentsError) as exc:
+        notes.append(f"{beside} could not be read ({exc}); judged on the summary alone")
+        return None
+    lines = [d for d in documents.values if is_aiperf_line(d)]
+    if len(lines) < len(documents.values):
+        notes.append(f"{beside}: {len(documents.values) - len(lines)} lines are not AIPerf "
+                     "records and were left out")
+    if documents.cut:
+        notes.append(f"{beside}: {documents.cut}; not judged")
+    return lines or None
 
 
-def _structure_error(path: Path, fmt: str, exc: Exception, record: str) -> InputFileError:
+def _structure_error(path: Path, fmt: str, exc: BaseException, record: str) -> InputFileError:
+    why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
     return InputFileError(
         f"{path}: {record}looks like {FORMAT_NAMES[fmt]} but its structure is broken "
-        f"({type(exc).__name__}: {exc}); expected {EXPECTED}")
+        f"({why}); expected {EXPECTED}")
 
 
-def _load_documents(path: Path, docs: Sequence[Any], where: Sequence[str]
+def _load_documents(path: Path, docs: Sequence[Any], where: Sequence[str], notes: list[str]
                     ) -> tuple[str, list[tuple[str, Dataset]]]:
-    if docs and all(is_aiperf_line(d) for d in docs):
-        return "aiperf", [("", read_aiperf(None, list(docs)))]
+    if docs and is_aiperf_line(docs[0]) and not detect_format(docs[0]):
+        foreign = next((i for i, d in enumerate(docs) if not is_aiperf_line(d)), None)
+        if foreign is not None:
+            raise InputFileError(f"{path}: record {foreign + 1} ({where[foreign]}) is not an "
+                                 "AIPerf per-request record like the lines before it; expected "
+                                 f"{EXPECTED}")
+        try:
+            return "aiperf", [("", read_aiperf(None, list(docs)))]
+        except BROKEN_STRUCTURE as exc:
+            raise _structure_error(path, "aiperf", exc, "") from None
     formats: set[str] = set()
     datasets: list[tuple[str, Dataset]] = []
     several = len(docs) > 1
@@ -164,8 +198,8 @@ def _load_documents(path: Path, docs: Sequence[Any], where: Sequence[str]
                                  f"expected {EXPECTED}")
         formats.add(fmt)
         try:
-            found = _read_one(path, fmt, doc)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            found = _read_one(path, fmt, doc, notes)
+        except BROKEN_STRUCTURE as exc:
             raise _structure_error(path, fmt, exc, record) from None
         prefix = f"record {i}{_describe(doc)}" if several else ""
         datasets += [(" ".join(p for p in (prefix, label) if p), data) for label, data in found]
@@ -204,12 +238,15 @@ def load_report(path: Path | str) -> LoadedReport:
         documents = read_documents(text)
     except DocumentsError as exc:
         raise InputFileError(f"{path}: {exc}; expected {EXPECTED}") from None
-    fmt, datasets = _load_documents(path, documents.values, documents.where)
     notes: list[str] = []
-    if len(documents.values) > 1 and fmt != "aiperf":
+    fmt, datasets = _load_documents(path, documents.values, documents.where, notes)
+    lines_only = all(is_aiperf_line(d) for d in documents.values)
+    if len(documents.values) > 1 and not lines_only:
         notes.append(f"{len(documents.values)} results in one file ({documents.syntax}); "
                      "each judged on its own")
-    if all(is_aiperf_line(d) for d in documents.values):
+    if documents.cut:
+        notes.append(f"{documents.cut}: not judged (an interrupted append?)")
+    if lines_only:
         notes.append("per-request AIPerf JSONL only; no summary file")
     elif fmt == "aiperf" and datasets[0][1].requests is not None:
         notes.append(f"per-request data read from {path.parent / AIPERF_JSONL}")
@@ -235,5 +272,11 @@ def _merge(reports: Sequence[tuple[str, ValidationReport]]) -> ValidationReport:
 def validate_file(path: Path | str) -> ValidatedFile:
     """Load ``path`` (any supported format) and run every check on each result in it."""
     loaded = load_report(path)
-    per_result = tuple((label, run_checks(d)) for label, d in loaded.datasets)
-    return ValidatedFile(loaded, _merge(per_result), per_result)
+    per_result = []
+    for label, data in loaded.datasets:
+        try:
+            per_result.append((label, run_checks(data)))
+        except BROKEN_STRUCTURE as exc:  # a value no reader caught, met in arithmetic
+            raise _structure_error(loaded.path, data.source, exc,
+                                   f"{label}: " if label else "") from None
+    return ValidatedFile(loaded, _merge(per_result), tuple(per_result))

@@ -42,6 +42,7 @@ from tunegate.gauge.dataset import (
     Summary,
     summary_from_samples,
 )
+from tunegate.gauge.foreign.values import count, number, seconds_list
 
 __all__ = ["error_examples", "is_aiperf_line", "is_aiperf_summary", "read_aiperf"]
 
@@ -59,9 +60,8 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
+def _number(value: Any, name: str = "value") -> float | None:
+    return number(value, name)
 
 
 def _blocks(doc: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -78,8 +78,8 @@ def _block(blocks: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return {}
 
 
-def _ms(block: Mapping[str, Any], key: str) -> float | None:
-    value = _number(block.get(key))
+def _ms(block: Mapping[str, Any], key: str, name: str = "metric") -> float | None:
+    value = _number(block.get(key), f"{name}.{key}")
     if value is None:
         return None
     unit = str(block.get("unit", "ms"))
@@ -90,16 +90,15 @@ def _ms(block: Mapping[str, Any], key: str) -> float | None:
 
 def _stat(blocks: Mapping[str, Any], name: str) -> Stat | None:
     block = _block(blocks, name)
-    if _number(block.get("avg")) is None:
+    if _number(block.get("avg"), f"{name}.avg") is None:
         return None  # absent, or AIPerf's empty block (count 0, avg null): no such tokens
-    pcts = {p: v for p in _PERCENTILES if (v := _ms(block, f"p{p:g}")) is not None}
-    count = _number(block.get("count"))
-    return Stat(mean=_ms(block, "avg"), median=pcts.get(50.0), percentiles=pcts,
-                count=int(count) if count is not None else None, std=_ms(block, "std"))
+    pcts = {p: v for p in _PERCENTILES if (v := _ms(block, f"p{p:g}", name)) is not None}
+    return Stat(mean=_ms(block, "avg", name), median=pcts.get(50.0), percentiles=pcts,
+                count=count(block.get("count"), f"{name}.count"), std=_ms(block, "std", name))
 
 
 def _avg(blocks: Mapping[str, Any], name: str) -> float | None:
-    return _number(_block(blocks, name).get("avg"))
+    return _number(_block(blocks, name).get("avg"), f"{name}.avg")
 
 
 def _phase_kind(phase: Mapping[str, Any]) -> str:
@@ -114,14 +113,15 @@ def _load(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
     phases = [_map(p) for p in config.get("phases") or ()]
     if phases:
         profiling = [p for p in phases if _phase_kind(p) == _PROFILING]
-        warmup = sum(int(_number(p.get("requests")) or 0) for p in phases
-                      if _phase_kind(p) == _WARMUP)
+        warmup = sum(count(p.get("requests"), "input_config.phases[].requests") or 0
+                     for p in phases if _phase_kind(p) == _WARMUP)
         return (profiling[0] if profiling else {}), warmup
     loadgen = _map(config.get("loadgen"))
     rate_mode = str(loadgen.get("request_rate_mode") or "")
     return ({"concurrency": loadgen.get("concurrency"), "rate": loadgen.get("request_rate"),
              "type": rate_mode.split("_")[0] or None},
-            int(_number(loadgen.get("warmup_request_count")) or 0))
+            count(loadgen.get("warmup_request_count"),
+                  "input_config.loadgen.warmup_request_count") or 0)
 
 
 def _agentic(config: Mapping[str, Any]) -> bool:
@@ -133,10 +133,11 @@ def _context(doc: Mapping[str, Any]) -> RunContext:
     config = _map(doc.get("input_config"))
     streaming = _map(config.get("endpoint")).get("streaming")
     load, warmup = _load(config)
-    cap, rate = _number(load.get("concurrency")), _number(load.get("rate"))
+    cap = count(load.get("concurrency"), "concurrency")
+    rate = _number(load.get("rate"), "rate")
     kind = str(load.get("type") or "")
     return RunContext(
-        max_concurrency=int(cap) if cap and not _agentic(config) else None,
+        max_concurrency=cap if cap and not _agentic(config) else None,
         request_rate=rate if rate else None,
         stream_requested=streaming if isinstance(streaming, bool) else None,
         percentiles=(50.0, 90.0, 99.0),  # what AIPerf's console table quotes
@@ -179,8 +180,11 @@ def _error_text(entry: Mapping[str, Any]) -> str:
 def error_examples(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:
     """The errors AIPerf's ``error_summary`` names (most frequent first), and their count."""
     entries = [_map(e) for e in doc.get("error_summary") or ()]
-    entries.sort(key=lambda e: -int(_number(e.get("count")) or 1))
-    failed = sum(int(_number(e.get("count")) or 1) for e in entries)
+    counts = [count(e.get("count"), "error_summary[].count") for e in entries]
+    counted = sorted(zip(entries, [1 if c is None else c for c in counts], strict=True),
+                     key=lambda pair: -pair[1])
+    entries = [entry for entry, _ in counted]
+    failed = sum(n for _, n in counted)
     return tuple(t for e in entries if (t := _error_text(e)))[:3], failed
 
 
@@ -190,15 +194,37 @@ def is_aiperf_line(line: Any) -> bool:
         isinstance(line.get("metrics"), Mapping)
 
 
-def _value(metrics: Mapping[str, Any], name: str, seconds: bool = False) -> Any:
-    entry = _block(metrics, name)
+def _entry(metrics: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    return _block(metrics, name)
+
+
+def _time_s(metrics: Mapping[str, Any], name: str, where: str) -> float | None:
+    """One per-request time in seconds, unit converted; checked to be a number."""
+    entry = _entry(metrics, name)
+    ms = _ms(entry, "value", f"{where}: metrics.{name}")
+    return ms / 1e3 if ms is not None else None
+
+
+def _gaps_s(metrics: Mapping[str, Any], name: str, where: str) -> tuple[float, ...] | None:
+    entry = _entry(metrics, name)
     value = entry.get("value")
-    if seconds and _number(value) is not None:
-        return (_ms(entry, "value") or 0.0) / 1e3
-    if seconds and isinstance(value, list):
-        factor = _TO_MS[str(entry.get("unit", "ms"))] / 1e3
-        return tuple(float(v) * factor for v in value)
-    return value
+    if value is None:
+        return None
+    field = f"{where}: metrics.{name}.value"
+    unit = str(entry.get("unit", "ms"))
+    if unit not in _TO_MS:
+        raise ValueError(f"{field}: unknown time unit {unit!r}")
+    factor = _TO_MS[unit] / 1e3
+    return tuple((number(v, field) or 0.0) * factor for v in seconds_list(value, field))
+
+
+def _tokens(metrics: Mapping[str, Any], name: str, where: str) -> int | None:
+    return count(_entry(metrics, name).get("value"), f"{where}: metrics.{name}.value")
+
+
+def _ns(value: Any) -> int | None:
+    """A nanosecond timestamp (``true`` is not one, though Python calls it an int)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _phase_of(meta: Mapping[str, Any]) -> str:
@@ -208,32 +234,33 @@ def _phase_of(meta: Mapping[str, Any]) -> str:
 
 def _samples(lines: Sequence[Mapping[str, Any]], osl: int | None, eos: bool | None,
              stream: bool | None) -> tuple[RequestSample, ...]:
-    starts = [_map(line["metadata"]).get("request_start_ns") for line in lines]
-    origin = min((s for s in starts if isinstance(s, int)), default=0)
+    starts = [_ns(_map(line["metadata"]).get("request_start_ns")) for line in lines]
+    origin = min((s for s in starts if s is not None), default=0)
     out = []
-    for line in lines:
+    for i, line in enumerate(lines, start=1):
+        where = f"line {i}"
         meta, metrics = _map(line["metadata"]), _map(line["metrics"])
-        start, end = meta.get("request_start_ns"), meta.get("request_end_ns")
-        usage = _value(metrics, "usage_completion_tokens")
-        osl_value = _value(metrics, "output_sequence_length")
-        gaps = _value(metrics, "inter_chunk_latency", seconds=True)
+        start, end = _ns(meta.get("request_start_ns")), _ns(meta.get("request_end_ns"))
+        usage = _tokens(metrics, "usage_completion_tokens", where)
+        osl_value = _tokens(metrics, "output_sequence_length", where)
         error = line.get("error")
         out.append(RequestSample(
             ok=not error and not meta.get("was_cancelled"),
-            ttft_s=_value(metrics, "time_to_first_token", seconds=True),
-            e2el_s=_value(metrics, "request_latency", seconds=True),
-            ttfat_s=_value(metrics, "time_to_first_output_token", seconds=True),
-            input_tokens=_value(metrics, "input_sequence_length"),
+            ttft_s=_time_s(metrics, "time_to_first_token", where),
+            e2el_s=_time_s(metrics, "request_latency", where),
+            ttfat_s=_time_s(metrics, "time_to_first_output_token", where),
+            input_tokens=_tokens(metrics, "input_sequence_length", where),
             output_tokens=osl_value if osl_value is not None else usage,
-            reasoning_tokens=_value(metrics, "reasoning_token_count"),
-            itls_s=gaps if isinstance(gaps, tuple) else None,
-            start_s=(start - origin) / 1e9 if isinstance(start, int) else None,
-            end_s=(end - origin) / 1e9 if isinstance(end, int) else None,
+            reasoning_tokens=_tokens(metrics, "reasoning_token_count", where),
+            itls_s=_gaps_s(metrics, "inter_chunk_latency", where),
+            start_s=(start - origin) / 1e9 if start is not None else None,
+            end_s=(end - origin) / 1e9 if end is not None else None,
             error=_error_text(_map(error)) if isinstance(error, Mapping) else
             (str(error)[:300] if error else None),
-            stream_requested=stream, chunks=_value(metrics, "http_req_chunks_received"),
+            stream_requested=stream,
+            chunks=_tokens(metrics, "http_req_chunks_received", where),
             usage_output_tokens=usage,
-            tokenizer_output_tokens=_value(metrics, "output_token_count"),
+            tokenizer_output_tokens=_tokens(metrics, "output_token_count", where),
             requested_max_tokens=osl, ignore_eos=eos,
             warmup=_phase_of(meta) == _WARMUP,
         ))
@@ -241,11 +268,11 @@ def _samples(lines: Sequence[Mapping[str, Any]], osl: int | None, eos: bool | No
 
 
 def _completed(blocks: Mapping[str, Any], failed: int) -> int | None:
-    successful = _avg(blocks, "request_count")
+    successful = count(_avg(blocks, "request_count"), "request_count.avg")
     if successful is not None:
-        return int(successful)
-    everything = _avg(blocks, "completed_request_count")  # 1.4: failures included
-    return int(everything) - failed if everything is not None else None
+        return successful
+    everything = count(_avg(blocks, "completed_request_count"), "completed_request_count.avg")
+    return max(everything - failed, 0) if everything is not None else None  # 1.4: incl. failed
 
 
 def read_aiperf(doc: Mapping[str, Any] | None,
@@ -258,7 +285,7 @@ def read_aiperf(doc: Mapping[str, Any] | None,
     requests = _samples(lines, osl, eos, context.stream_requested) if lines else None
     duration_ms = _ms(_block(blocks, "benchmark_duration"), "avg")
     examples, named = error_examples(doc)
-    failed = int(_avg(blocks, "error_request_count") or named)
+    failed = count(_avg(blocks, "error_request_count"), "error_request_count.avg") or named
     summary = Summary(
         completed=_completed(blocks, failed), failed=failed,
         duration_s=duration_ms / 1e3 if duration_ms else None,

@@ -14,6 +14,11 @@ Python's JSON reader accepts the bare ``Infinity`` and ``NaN`` that SGLang and v
 an unbounded request rate. YAML is read with PyYAML's safe loader (no object construction from
 tags), and only when the text does not start like JSON, so a truncated JSON file is reported as
 broken JSON, not as an odd YAML document.
+
+A sweep interrupted while appending leaves its last record cut off: the records before it are
+whole and are read (``Documents.cut``), the cut one is named; a broken record anywhere else
+refuses the file. Nesting deeper than the parser can follow and integers longer than Python reads
+are refused as broken input, never a traceback.
 """
 
 from __future__ import annotations
@@ -43,33 +48,51 @@ class Documents:
         where: Where each document is, for messages (``line 3``, ``element 2``).
         syntax: ``json`` (one value), ``json-seq`` (several: JSONL or concatenated),
             ``json-array`` (an array of objects), ``yaml``.
+        cut: When the last record of a sequence is cut off: where, and why it does not parse.
     """
 
     values: tuple[Any, ...]
     where: tuple[str, ...]
     syntax: str
+    cut: str | None = None
+
+
+def _unreadable(exc: BaseException) -> str | None:
+    """Why the parser gave up on input it could not hold (nesting, huge integers)."""
+    if isinstance(exc, RecursionError):
+        return "nested deeper than can be read"
+    if isinstance(exc, ValueError) and "digits" in str(exc):
+        return "holds an integer with more digits than can be read (over 4300)"
+    return None
 
 
 def _json_sequence(text: str) -> Documents:
-    """Every JSON value in ``text``, separated by whitespace (newlines or none)."""
+    """Every JSON value in ``text``, separated by whitespace (newlines or none).
+
+    Line numbers are carried forward, so reading stays linear in the file's size.
+    """
     values: list[Any] = []
     where: list[str] = []
-    position, end = 0, len(text)
+    position, end, line, counted = 0, len(text), 1, 0
     while True:
         while position < end and text[position].isspace():
             position += 1
         if position >= end:
             break
+        line += text.count("\n", counted, position)
+        counted = position
         try:
             value, position_after = _DECODER.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             broken = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            if values:
-                start = text.count("\n", 0, position) + 1
-                broken = f"record {len(values) + 1} starting on line {start}: {broken}"
-            raise DocumentsError(f"not valid JSON ({broken})") from None
+            if not values:
+                raise DocumentsError(f"not valid JSON ({broken})") from None
+            record = f"record {len(values) + 1} starting on line {line}"
+            if "\n" not in text[position:].strip():  # the last record: an interrupted append
+                return Documents(tuple(values), tuple(where), "json-seq",
+                                 cut=f"{record} is cut off ({broken})")
+            raise DocumentsError(f"not valid JSON ({record}: {broken})") from None
         values.append(value)
-        line = text.count("\n", 0, position) + 1
         where.append(f"line {line}")
         position = position_after
     return Documents(tuple(values), tuple(where), "json-seq" if len(values) > 1 else "json")
@@ -92,8 +115,18 @@ def read_documents(text: str) -> Documents:
     """Parse a report's text into documents.
 
     Raises:
-        DocumentsError: Malformed JSON (with line and column) or malformed YAML (with the mark).
+        DocumentsError: Malformed JSON (with line and column) or malformed YAML (with the mark),
+            or input nested or sized beyond what can be read.
     """
+    try:
+        return _read(text)
+    except (RecursionError, ValueError) as exc:
+        if isinstance(exc, DocumentsError) or (why := _unreadable(exc)) is None:
+            raise
+        raise DocumentsError(why) from None
+
+
+def _read(text: str) -> Documents:
     try:
         return _one(json.loads(text), "json")
     except json.JSONDecodeError as first:

@@ -12,15 +12,15 @@ writes TTFT 0 and output length 0). Without a per-request latency, a request's E
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunegate.gauge.dataset import RequestSample, Stat
+from tunegate.gauge.foreign.values import count, number, seconds_list
 
-__all__ = ["ENGINE_OF_BACKEND", "derived_e2el", "engine_of", "number", "quoted_percentiles",
-           "samples", "stat_of_keys"]
+__all__ = ["ENGINE_OF_BACKEND", "derived_e2el", "engine_of", "quoted_percentiles", "samples",
+           "stat_of_keys"]
 
 _PCT = re.compile(r"^p(\d+(?:\.\d+)?)_([a-z0-9_]+)_ms$")
 
@@ -39,21 +39,6 @@ def engine_of(doc: Mapping[str, Any]) -> str | None:
     return ENGINE_OF_BACKEND.get(backend.lower()) if isinstance(backend, str) else None
 
 
-def number(value: Any) -> float | None:
-    """A report's number: ``None`` for null, infinity for ``"inf"``/``Infinity``.
-
-    Raises:
-        ValueError: The value is not a number (the caller reports the file as broken).
-    """
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity", "+inf"):
-        return float("inf")
-    raise ValueError(f"expected a number, got {value!r}")
-
-
 def quoted_percentiles(doc: Mapping[str, Any]) -> tuple[float, ...]:
     """Percentiles the report quotes for any metric (``p99_ttft_ms`` -> 99.0)."""
     found = {float(m.group(1)) for key in doc if (m := _PCT.match(key))}
@@ -66,47 +51,49 @@ def stat_of_keys(doc: Mapping[str, Any], metric: str) -> Stat | None:
     Older SGLang files quote some metrics by their median alone (``median_ttft_ms`` and no
     ``mean_ttft_ms``): the stat then has no mean.
     """
-    mean, median = number(doc.get(f"mean_{metric}_ms")), number(doc.get(f"median_{metric}_ms"))
+    mean = number(doc.get(f"mean_{metric}_ms"), f"mean_{metric}_ms")
+    median = number(doc.get(f"median_{metric}_ms"), f"median_{metric}_ms")
     if mean is None and median is None:
         return None
     pcts: dict[float, float] = {}
     for key, value in doc.items():
         m = _PCT.match(key)
-        if m and m.group(2) == metric and (v := number(value)) is not None:
+        if m and m.group(2) == metric and (v := number(value, key)) is not None:
             pcts[float(m.group(1))] = v
     return Stat(mean=mean, median=median, percentiles=pcts,
-                std=number(doc.get(f"std_{metric}_ms")))
+                std=number(doc.get(f"std_{metric}_ms"), f"std_{metric}_ms"))
 
 
 def _column(doc: Mapping[str, Any], name: str, n: int) -> Sequence[Any]:
-    values = doc.get(name)
-    if values is None:
+    if doc.get(name) is None:
         return [None] * n
-    if not isinstance(values, list) or len(values) != n:
-        raise ValueError(f"'{name}' has {len(values) if isinstance(values, list) else 'no'} "
-                         f"entries, 'ttfts' has {n}")
+    values = seconds_list(doc[name], name)
+    if len(values) != n:
+        raise ValueError(f"'{name}' has {len(values)} entries, 'ttfts' has {n}")
     return values
 
 
 def samples(doc: Mapping[str, Any]) -> tuple[RequestSample, ...]:
     """The per-request arrays as samples (``latencies`` and ``start_times`` when present)."""
-    ttfts: Sequence[Any] = doc["ttfts"]
+    ttfts = seconds_list(doc["ttfts"], "ttfts")
     n = len(ttfts)
     ins, outs, itls = (_column(doc, k, n) for k in ("input_lens", "output_lens", "itls"))
     errors, lats, starts = (_column(doc, k, n) for k in ("errors", "latencies", "start_times"))
     out: list[RequestSample] = []
     for i in range(n):
         ok = not errors[i]
-        ttft = number(ttfts[i])
-        gaps = tuple(float(g) for g in itls[i]) if isinstance(itls[i], list) else None
-        e2el = number(lats[i])
+        ttft = number(ttfts[i], f"ttfts[{i}]")
+        gaps = tuple(number(g, f"itls[{i}]") or 0.0 for g in itls[i]) \
+            if isinstance(itls[i], list) else None
+        e2el = number(lats[i], f"latencies[{i}]")
         if e2el is None and ttft is not None and gaps is not None:
             e2el = ttft + sum(gaps)
-        start = number(starts[i])
+        start = number(starts[i], f"start_times[{i}]")
+        output_tokens = count(outs[i], f"output_lens[{i}]")
         out.append(RequestSample(
             ok=ok, ttft_s=ttft if ok else None, e2el_s=e2el if ok else None,
-            input_tokens=int(ins[i]) if ins[i] is not None else None,
-            output_tokens=int(outs[i]) if outs[i] is not None and ok else None,
+            input_tokens=count(ins[i], f"input_lens[{i}]"),
+            output_tokens=output_tokens if ok else None,
             itls_s=gaps, start_s=start,
             end_s=start + e2el if start is not None and e2el is not None else None,
             error=str(errors[i]) if errors[i] else None,

@@ -34,10 +34,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunegate.gauge.dataset import Dataset, RequestSample, RunContext, Stat, Summary
+from tunegate.gauge.foreign.values import count, error_lines, number, seconds_list
 
 __all__ = ["is_guidellm", "read_guidellm"]
 
 _PCTS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+REQUIRED_METRICS = ("time_to_first_token_ms", "request_latency", "output_token_count")
+"""Distributions every GuideLLM version writes for every benchmark (a report without them was
+cut short, or is not a GuideLLM report)."""
 _ARRIVAL = {"poisson": "poisson", "constant": "constant"}
 
 
@@ -45,9 +49,8 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
+def _float(value: Any, name: str = "value") -> float | None:
+    return number(value, name)
 
 
 def _dist(metrics: Mapping[str, Any], name: str, status: str = "successful") -> Mapping[str, Any]:
@@ -56,17 +59,18 @@ def _dist(metrics: Mapping[str, Any], name: str, status: str = "successful") -> 
 
 def _stat(metrics: Mapping[str, Any], name: str, scale: float = 1.0) -> Stat | None:
     dist = _dist(metrics, name)
-    if not dist or not dist.get("count") or _float(dist.get("mean")) is None:
+    field = f"metrics.{name}.successful"
+    n = count(dist.get("count"), f"{field}.count")
+    mean = _float(dist.get("mean"), f"{field}.mean")
+    if not n or mean is None:
         return None
     pct = _map(dist.get("percentiles"))
-    std = _float(dist.get("std_dev"))
-    return Stat(
-        mean=float(dist["mean"]) * scale,
-        median=float(dist["median"]) * scale if _float(dist.get("median")) is not None else None,
-        percentiles={p: float(pct[k]) * scale for k, p in _PCTS.items()
-                     if _float(pct.get(k)) is not None},
-        count=int(dist["count"]), std=std * scale if std is not None else None,
-    )
+    median, std = _float(dist.get("median"), f"{field}.median"), _float(
+        dist.get("std_dev"), f"{field}.std_dev")
+    percentiles = {p: v * scale for k, p in _PCTS.items()
+                   if (v := _float(pct.get(k), f"{field}.percentiles.{k}")) is not None}
+    return Stat(mean=mean * scale, median=median * scale if median is not None else None,
+                percentiles=percentiles, count=n, std=std * scale if std is not None else None)
 
 
 def _strategy(bench: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -78,7 +82,7 @@ def _cap(strategy: Mapping[str, Any]) -> int | None:
     kind = strategy.get("type_")
     cap = {"concurrent": strategy.get("streams"), "synchronous": 1}.get(
         str(kind), strategy.get("max_concurrency"))
-    return int(cap) if isinstance(cap, int | float) and cap > 0 else None
+    return count(cap, "strategy.streams / max_concurrency") or None
 
 
 def _warmup(bench: Mapping[str, Any]) -> bool:
@@ -110,66 +114,87 @@ def _context(doc: Mapping[str, Any], bench: Mapping[str, Any]) -> RunContext:
     kind = str(strategy.get("type_"))
     return RunContext(
         max_concurrency=_cap(strategy),
-        request_rate=_float(strategy.get("rate")),
+        request_rate=_float(strategy.get("rate"), "strategy.rate"),
         stream_requested=_streaming(doc, bench),
         percentiles=tuple(_PCTS.values()),
         warmup_excluded=1 if _warmup(bench) else 0,
         arrival=_ARRIVAL.get(kind),
         burstiness=1.0 if kind == "poisson" else None,
-        rate_schedule=bool(_float(strategy.get("rampup_duration"))),
+        rate_schedule=bool(_float(strategy.get("rampup_duration"), "strategy.rampup_duration")),
     )
 
 
 def _duration(bench: Mapping[str, Any]) -> float | None:
     """The measured span: the planned window cut at the run's real end (schemas B and C)."""
-    planned = _float(bench.get("duration"))
+    planned = _float(bench.get("duration"), "duration")
     sched = _map(bench.get("scheduler_metrics"))
-    start = _float(sched.get("measure_start_time"))
-    ends = [t for t in (_float(sched.get("request_end_time")), _float(sched.get("end_time")))
-            if t is not None]
+    start = _float(sched.get("measure_start_time"), "scheduler_metrics.measure_start_time")
+    ends = [t for key in ("request_end_time", "end_time")
+            if (t := _float(sched.get(key), f"scheduler_metrics.{key}")) is not None]
     if planned is None or start is None or not ends:
         return planned
     return min(planned, max(ends) - start)
 
 
-def _seconds(value: Any, origin: float) -> float | None:
-    number = _float(value)
-    return number - origin if number is not None else None
-
-
-def _sample(req: Mapping[str, Any], ok: bool, origin: float) -> RequestSample:
+def _sample(req: Mapping[str, Any], ok: bool, origin: float, where: str) -> RequestSample:
     info = _map(req.get("info"))
     timings = _map(info.get("timings"))
-    start = _float(req.get("start_time")) or _float(req.get("request_start_time")) or _float(
-        timings.get("request_start"))
-    last = _float(req.get("last_token_time")) or _float(timings.get("last_token_iteration"))
-    ttft, latency = _float(req.get("time_to_first_token_ms")), _float(req.get("request_latency"))
-    ttfat = _float(req.get("time_to_first_output_token_ms"))
-    iterations = timings.get("token_iterations")
+
+    def time(key: str, source: Mapping[str, Any] = req) -> float | None:
+        return _float(source.get(key), f"{where}.{key}")
+
+    start = time("start_time") or time("request_start_time") or time("request_start", timings)
+    last = time("last_token_time") or time("last_token_iteration", timings)
+    end = time("end_time") or time("request_end_time")
+    ttft, latency = time("time_to_first_token_ms"), time("request_latency")
+    ttfat = time("time_to_first_output_token_ms")
     error = req.get("error") or info.get("error")
     return RequestSample(
         ok=ok,
         ttft_s=ttft / 1e3 if ttft is not None else None,
         e2el_s=last - start if last is not None and start is not None else latency,
         ttfat_s=ttfat / 1e3 if ttfat is not None else None,
-        input_tokens=req.get("prompt_tokens"), output_tokens=req.get("output_tokens"),
+        input_tokens=count(req.get("prompt_tokens"), f"{where}.prompt_tokens"),
+        output_tokens=count(req.get("output_tokens"), f"{where}.output_tokens"),
         start_s=start - origin if start is not None else None,
-        end_s=_seconds(req.get("end_time") or req.get("request_end_time"), origin),
+        end_s=end - origin if end is not None else None,
         error=str(error)[:300] if error else None,
-        content_events=int(iterations) if isinstance(iterations, int) else None,
+        content_events=count(timings.get("token_iterations"), f"{where}.token_iterations"),
     )
 
 
-def _samples(bench: Mapping[str, Any]) -> tuple[RequestSample, ...] | None:
+def _samples(bench: Mapping[str, Any], index: int) -> tuple[RequestSample, ...] | None:
     requests = _map(bench.get("requests"))
-    ok = [_map(r) for r in requests.get("successful") or ()]
-    errored = [_map(r) for r in requests.get("errored") or ()]
-    starts = [_float(r.get("start_time")) or _float(r.get("request_start_time"))
-              for r in [*ok, *errored]]
+    lists = {status: [_map(r) for r in seconds_list(requests.get(status) or [], status)]
+             for status in ("successful", "errored")}
+    for status, items in lists.items():
+        _complete(items, f"benchmarks[{index}].requests.{status}")
+    starts = [number(r.get("start_time") or r.get("request_start_time"), "request start")
+              for items in lists.values() for r in items]
     origin = min((s for s in starts if s is not None), default=0.0)
-    samples = [_sample(r, True, origin) for r in ok] + [_sample(r, False, origin)
-                                                         for r in errored]
+    samples = [_sample(r, status == "successful", origin,
+                       f"benchmarks[{index}].requests.{status}[{i}]")
+               for status, items in lists.items() for i, r in enumerate(items)]
     return tuple(samples) or None
+
+
+def _complete(items: Sequence[Mapping[str, Any]], where: str) -> None:
+    """Every sampled request carries the keys all its siblings carry.
+
+    A YAML report cut short is still YAML: the cut shows as a request missing keys every
+    other request has, and half a request must not be judged as a whole one.
+
+    Raises:
+        ValueError: A request lacks a key its siblings all have.
+    """
+    if len(items) < 2:
+        return
+    common = set.intersection(*(set(r) for r in items[:-1]))
+    for i, item in enumerate(items):
+        missing = sorted(common - set(item))
+        if missing:
+            raise ValueError(f"{where}[{i}] lacks {', '.join(missing[:3])} that every other "
+                             "request has: the report looks cut short")
 
 
 def _totals(bench: Mapping[str, Any], metrics: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -178,32 +203,42 @@ def _totals(bench: Mapping[str, Any], metrics: Mapping[str, Any]) -> Mapping[str
 
 def _errors(bench: Mapping[str, Any]) -> tuple[str, ...]:
     errored = _map(bench.get("requests")).get("errored") or ()
-    found = [str(_map(r).get("error") or _map(_map(r).get("info")).get("error") or "")
-             for r in errored]
-    return tuple(sorted({e.strip().splitlines()[-1][:300] for e in found if e.strip()}))[:3]
+    return error_lines([_map(r).get("error") or _map(_map(r).get("info")).get("error")
+                        for r in errored])
 
 
-def _dataset(doc: Mapping[str, Any], bench: Mapping[str, Any]) -> Dataset:
+def _dataset(doc: Mapping[str, Any], bench: Mapping[str, Any], index: int) -> Dataset:
     metrics = _map(bench["metrics"])
+    missing = [name for name in REQUIRED_METRICS if not _dist(metrics, name)]
+    if missing:
+        raise ValueError(f"benchmarks[{index}].metrics lacks {', '.join(missing)}, which every "
+                         "GuideLLM version writes: the report looks cut short")
     totals = _totals(bench, metrics)
     out = _dist(metrics, "output_token_count")
-    completed = totals.get("successful", _dist(metrics, "request_latency").get("count", 0))
+    completed = count(totals.get("successful"), "request_totals.successful")
+    if completed is None:
+        completed = count(_dist(metrics, "request_latency").get("count"),
+                          "metrics.request_latency.successful.count") or 0
     summary = Summary(
-        completed=int(completed),
-        failed=int(totals.get("errored", 0)),
+        completed=completed,
+        failed=count(totals.get("errored"), "request_totals.errored") or 0,
         duration_s=_duration(bench),
         ttft_ms=_stat(metrics, "time_to_first_token_ms"),
         tpot_ms=_stat(metrics, "inter_token_latency_ms"),
         e2el_ms=_stat(metrics, "request_latency", scale=1e3),
         ttfat_ms=_stat(metrics, "time_to_first_output_token_ms"),
-        mean_input_tokens=_float(_dist(metrics, "prompt_token_count").get("mean")),
-        mean_output_tokens=_float(out.get("mean")),
-        total_output_tokens=_float(out.get("total_sum")),
-        output_throughput=_float(_dist(metrics, "output_tokens_per_second").get("mean")),
-        max_concurrent_requests=_float(_dist(metrics, "request_concurrency").get("max")),
+        mean_input_tokens=_float(_dist(metrics, "prompt_token_count").get("mean"),
+                                 "metrics.prompt_token_count.successful.mean"),
+        mean_output_tokens=_float(out.get("mean"), "metrics.output_token_count.successful.mean"),
+        total_output_tokens=_float(out.get("total_sum"),
+                                   "metrics.output_token_count.successful.total_sum"),
+        output_throughput=_float(_dist(metrics, "output_tokens_per_second").get("mean"),
+                                 "metrics.output_tokens_per_second.successful.mean"),
+        max_concurrent_requests=_float(_dist(metrics, "request_concurrency").get("max"),
+                                       "metrics.request_concurrency.successful.max"),
         error_examples=_errors(bench),
     )
-    return Dataset(source="guidellm", summary=summary, requests=_samples(bench),
+    return Dataset(source="guidellm", summary=summary, requests=_samples(bench, index),
                    context=_context(doc, bench), requests_are_sample=True)
 
 
@@ -223,5 +258,5 @@ def read_guidellm(doc: Mapping[str, Any]) -> list[tuple[str, Dataset]]:
         kind = strategy.get("type_", "?")
         level = strategy.get("streams") or strategy.get("rate")
         out.append((f"benchmark {i} ({kind}{f'@{level}' if level else ''})",
-                    _dataset(doc, bench)))
+                    _dataset(doc, bench, i)))
     return out

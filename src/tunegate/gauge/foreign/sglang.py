@@ -21,17 +21,13 @@ run has TTFT == E2E latency for every request: the gauge rejects it, as it rejec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from tunegate.gauge.dataset import Dataset, RunContext, Summary
-from tunegate.gauge.foreign.flat import (
-    engine_of,
-    number,
-    quoted_percentiles,
-    samples,
-    stat_of_keys,
-)
+from tunegate.gauge.foreign.flat import engine_of, quoted_percentiles, samples, stat_of_keys
+from tunegate.gauge.foreign.values import count, error_lines, number
 
 __all__ = ["is_sglang", "read_sglang"]
 
@@ -46,35 +42,35 @@ def is_sglang(doc: Mapping[str, Any]) -> bool:
 
 
 def _summary(doc: Mapping[str, Any]) -> Summary:
-    completed = int(number(doc["completed"]) or 0)
-    total_in = number(doc.get("total_input_tokens"))
-    total_out = number(doc.get("total_output_tokens"))
+    completed = count(doc["completed"], "completed") or 0
+    total_in = count(doc.get("total_input_tokens"), "total_input_tokens")
+    total_out = count(doc.get("total_output_tokens"), "total_output_tokens")
     errors = doc.get("errors")
     failed = sum(1 for e in errors if e) if isinstance(errors, list) else None
     return Summary(
         completed=completed,
         failed=failed,
-        duration_s=number(doc.get("duration")),
+        duration_s=number(doc.get("duration"), "duration"),
         ttft_ms=stat_of_keys(doc, "ttft"), tpot_ms=stat_of_keys(doc, "tpot"),
         itl_ms=stat_of_keys(doc, "itl"), e2el_ms=stat_of_keys(doc, E2E),
         mean_input_tokens=total_in / completed if total_in is not None and completed else None,
         mean_output_tokens=total_out / completed if total_out is not None and completed
         else None,
         total_output_tokens=total_out,
-        total_output_tokens_retokenized=number(doc.get("total_output_tokens_retokenized")),
-        output_throughput=number(doc.get("output_throughput")),
-        request_throughput=number(doc.get("request_throughput")),
-        mean_concurrent_requests=number(doc.get("concurrency")),
-        error_examples=tuple(sorted({str(e).strip().splitlines()[-1][:300]
-                                     for e in errors or () if e}))[:3],
+        total_output_tokens_retokenized=count(doc.get("total_output_tokens_retokenized"),
+                                              "total_output_tokens_retokenized"),
+        output_throughput=number(doc.get("output_throughput"), "output_throughput"),
+        request_throughput=number(doc.get("request_throughput"), "request_throughput"),
+        mean_concurrent_requests=number(doc.get("concurrency"), "concurrency"),
+        error_examples=error_lines(errors) if isinstance(errors, list) else (),
     )
 
 
 def _context(doc: Mapping[str, Any]) -> RunContext:
-    cap = number(doc.get("max_concurrency"))
+    cap = number(doc.get("max_concurrency"), "max_concurrency", allow_inf=True)
     return RunContext(
-        max_concurrency=int(cap) if cap is not None and cap != float("inf") else None,
-        request_rate=number(doc.get("request_rate")),
+        max_concurrency=None if cap is None or math.isinf(cap) else count(cap, "max_concurrency"),
+        request_rate=number(doc.get("request_rate"), "request_rate", allow_inf=True),
         percentiles=quoted_percentiles(doc),
         engine=engine_of(doc),
         arrival="poisson",  # bench_serving draws exponential gaps (no burstiness option)
@@ -84,6 +80,6 @@ def _context(doc: Mapping[str, Any]) -> RunContext:
 
 def read_sglang(doc: Mapping[str, Any]) -> Dataset:
     """One SGLang result object as a dataset (per-request arrays when it has them)."""
-    requests = samples(doc) if isinstance(doc.get("ttfts"), list) else None
+    requests = samples(doc) if doc.get("ttfts") is not None else None
     return Dataset(source="sglang", summary=_summary(doc), requests=requests,
                    context=_context(doc))

@@ -22,6 +22,7 @@ Two of vLLM's figures are not what their names suggest:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,11 +30,11 @@ from tunegate.gauge.dataset import Dataset, RunContext, Summary
 from tunegate.gauge.foreign.flat import (
     derived_e2el,
     engine_of,
-    number,
     quoted_percentiles,
     samples,
     stat_of_keys,
 )
+from tunegate.gauge.foreign.values import count, error_lines, number
 
 __all__ = ["arrival_of", "read_vllm", "vllm_context", "vllm_summary"]
 
@@ -44,20 +45,18 @@ def _per_request(total: float | None, completed: int) -> float | None:
 
 def _failed(doc: Mapping[str, Any], completed: int) -> int | None:
     """``failed``; older vLLM writes none, so failures are ``num_prompts - completed``."""
-    failed = doc.get("failed")
+    failed = count(doc.get("failed"), "failed")
     if failed is not None:
-        return int(number(failed) or 0)
+        return failed
     if isinstance(doc.get("errors"), list):
         return sum(1 for e in doc["errors"] if e)
-    prompts = number(doc.get("num_prompts"))
-    return max(int(prompts) - completed, 0) if prompts is not None else None
+    prompts = count(doc.get("num_prompts"), "num_prompts")
+    return max(prompts - completed, 0) if prompts is not None else None
 
 
 def _error_examples(doc: Mapping[str, Any]) -> tuple[str, ...]:
     errors = doc.get("errors")
-    if not isinstance(errors, list):
-        return ()
-    return tuple(sorted({str(e).strip().splitlines()[-1][:300] for e in errors if e}))[:3]
+    return error_lines(errors) if isinstance(errors, list) else ()
 
 
 def vllm_summary(doc: Mapping[str, Any], *, exact_peak: bool = False) -> Summary:
@@ -68,16 +67,16 @@ def vllm_summary(doc: Mapping[str, Any], *, exact_peak: bool = False) -> Summary
         exact_peak: ``max_concurrent_requests`` is an instantaneous peak (tunegate's files), not
             vLLM's per-second bucket count.
     """
-    completed = int(number(doc["completed"]) or 0)
-    total_in, total_out = number(doc.get("total_input_tokens")), number(
-        doc.get("total_output_tokens"))
+    completed = count(doc["completed"], "completed") or 0
+    total_in = count(doc.get("total_input_tokens"), "total_input_tokens")
+    total_out = count(doc.get("total_output_tokens"), "total_output_tokens")
     mean_out = _per_request(total_out, completed)
     ttft, tpot = stat_of_keys(doc, "ttft"), stat_of_keys(doc, "tpot")
-    num_prompts = number(doc.get("num_prompts"))
+    num_prompts = count(doc.get("num_prompts"), "num_prompts")
     return Summary(
         completed=completed,
         failed=_failed(doc, completed),
-        duration_s=number(doc.get("duration")),
+        duration_s=number(doc.get("duration"), "duration"),
         ttft_ms=ttft, tpot_ms=tpot, itl_ms=stat_of_keys(doc, "itl"),
         # "latency" is E2EL in Lambda Labs' 2024 fork of benchmark_serving.py
         e2el_ms=stat_of_keys(doc, "e2el") or stat_of_keys(doc, "latency")
@@ -85,18 +84,18 @@ def vllm_summary(doc: Mapping[str, Any], *, exact_peak: bool = False) -> Summary
         mean_input_tokens=_per_request(total_in, completed),
         mean_output_tokens=mean_out,
         total_output_tokens=total_out,
-        output_throughput=number(doc.get("output_throughput")),
-        request_throughput=number(doc.get("request_throughput")),
-        num_prompts=int(num_prompts) if num_prompts is not None else None,
-        max_concurrent_requests=number(doc.get("max_concurrent_requests")) if exact_peak
-        else None,
+        output_throughput=number(doc.get("output_throughput"), "output_throughput"),
+        request_throughput=number(doc.get("request_throughput"), "request_throughput"),
+        num_prompts=num_prompts,
+        max_concurrent_requests=number(doc.get("max_concurrent_requests"),
+                                       "max_concurrent_requests") if exact_peak else None,
         error_examples=_error_examples(doc),
     )
 
 
 def arrival_of(doc: Mapping[str, Any]) -> tuple[str | None, float | None]:
     """The open loop's arrival process and gamma shape, from ``burstiness`` when given."""
-    burstiness = number(doc.get("burstiness"))
+    burstiness = number(doc.get("burstiness"), "burstiness")
     if burstiness is None:
         return None, None
     return ("poisson" if burstiness == 1.0 else "gamma"), burstiness
@@ -104,11 +103,11 @@ def arrival_of(doc: Mapping[str, Any]) -> tuple[str | None, float | None]:
 
 def vllm_context(doc: Mapping[str, Any]) -> RunContext:
     """What a vLLM-named result says about the run's configuration."""
-    cap = number(doc.get("max_concurrency"))
+    cap = number(doc.get("max_concurrency"), "max_concurrency", allow_inf=True)
     arrival, burstiness = arrival_of(doc)
     return RunContext(
-        max_concurrency=int(cap) if cap is not None and cap != float("inf") else None,
-        request_rate=number(doc.get("request_rate")),
+        max_concurrency=None if cap is None or math.isinf(cap) else count(cap, "max_concurrency"),
+        request_rate=number(doc.get("request_rate"), "request_rate", allow_inf=True),
         percentiles=quoted_percentiles(doc),
         engine=engine_of(doc),
         arrival=arrival, burstiness=burstiness,
@@ -118,6 +117,6 @@ def vllm_context(doc: Mapping[str, Any]) -> RunContext:
 
 def read_vllm(doc: Mapping[str, Any]) -> Dataset:
     """A vLLM ``bench serve`` result as a dataset (per-request data when ``ttfts`` is there)."""
-    requests = samples(doc) if isinstance(doc.get("ttfts"), list) else None
+    requests = samples(doc) if doc.get("ttfts") is not None else None
     return Dataset(source="vllm", summary=vllm_summary(doc), requests=requests,
                    context=vllm_context(doc))

@@ -14,9 +14,10 @@ A parameter name may be given in any spelling (``max_num_seqs``, ``max-num-seqs`
   from its parser). With it, every flag must exist in that engine version, a boolean is spelled
   by the flag's recorded kind instead of ``bool_style`` (a ``store_true`` switch set false is
   left out, never negated: vLLM rejects ``--no-disable-log-stats``; a ``BooleanOptionalAction``
-  flag set false gets its documented negative, ``--disable-chunked-prefill``), a switch whose
-  false value cannot be said (its default is not false) is refused, and enforced choices are
-  checked before anything starts.
+  flag set false gets argparse's ``--no-enable-chunked-prefill``, the negative old and new
+  releases accept, rather than a newer engine-only ``--disable-chunked-prefill``), a switch
+  whose false value cannot be said (its default is not false) is refused, and enforced choices
+  are checked before anything starts.
 
 Upper-case names (``NCCL_ALGO``) are environment variables, not flags: see :func:`split_params`.
 """
@@ -205,8 +206,7 @@ class FlagRules:
 def _switch(spec: FlagSpec, name: str, flag: str, value: bool, adapter: str) -> list[str]:
     """A boolean spelled the way the engine's parser declares ``flag``."""
     if spec.kind == "boolean_optional":
-        return [flag] if value else [spec.negatives[0] if spec.negatives else
-                                     "--no-" + flag.lstrip("-")]
+        return [flag] if value else [_negative(spec, flag)]
     said, silent = {"store_true": (True, False), "store_false": (False, True),
                     "optional_value": (True, None)}.get(spec.kind, (None, None))
     if said is None:
@@ -223,6 +223,23 @@ def _switch(spec: FlagSpec, name: str, flag: str, value: bool, adapter: str) -> 
         f"{adapter}: {name}={value} cannot be said on the command line: {flag} is a switch "
         f"without a negative form and, left out, means {what}, not {value}. Remove {name} "
         f"from the config (the engine's default) or set it to {said}")
+
+
+def _negative(spec: FlagSpec, flag: str) -> str:
+    """The false spelling of a ``BooleanOptionalAction`` flag that the most releases accept.
+
+    argparse's own ``--no-<flag>`` is what ``BooleanOptionalAction`` has always registered, so
+    every release whose parser declares the flag that way accepts it; an engine's extra
+    spellings come later (vLLM 0.33's ``--disable-chunked-prefill``, rejected by the vLLM 0.x
+    releases before its ``--enable-x``/``--disable-x`` pairing). So ``--no-<flag>`` is used
+    whenever the list records it (vLLM 0.33 still accepts it, hidden from help), and the
+    documented negative only for a list that no longer has it.
+    """
+    standard = [f"--no-{option.removeprefix('--')}" for option in (flag, spec.flag)]
+    accepted = [n for n in standard if n in spec.negatives]
+    if accepted:
+        return accepted[0]
+    return spec.negatives[0] if spec.negatives else standard[0]
 
 
 def _check_value(spec: FlagSpec, name: str, flag: str, value: object, adapter: str) -> None:

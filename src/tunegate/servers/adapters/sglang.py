@@ -21,8 +21,12 @@ The API key never goes on the command line (``ps`` shows every argument to every
 SGLang 0.5.23 reads it from no environment variable (its sources have none; only
 ``--api-key``), but it reads ``--config FILE``, a YAML file whose keys are flag names, merged
 into its arguments in-process. So :meth:`SGLangAdapter.prepare` writes ``api-key`` to such a
-file (mode 0600, in the log directory), passes ``--config FILE``, and deletes the file once
-the start is over (SGLang reads it while parsing its arguments, before it listens). A config
+file (mode 0600, created exclusively), passes ``--config FILE``, and deletes the file once
+the start is over (SGLang reads it while parsing its arguments, before it listens). The file
+lives under ``$XDG_RUNTIME_DIR`` when that is a writable directory (the user's own tmpfs,
+mode 0700, emptied at logout: the key never reaches a disk), else in the log directory. It
+exists for the whole start, model load included (minutes), and a SIGKILL of tunegate during
+the start leaves it behind (``*.secret.yaml``, still 0600: delete it by hand). A config
 that sets its own ``config`` parameter cannot also carry an API key (SGLang takes one file).
 ``--enable-metrics`` is always passed: verification needs ``/metrics`` (``sglang:`` prefix).
 Health: ``/health``.
@@ -102,8 +106,8 @@ class SGLangAdapter(BaseAdapter):
                 f"{self.name}: the config sets config={flags['config']!r} and an API key; "
                 "SGLang reads one --config file: put api-key in that file and drop the key "
                 "from tunegate's config")
-        log_dir.mkdir(parents=True, exist_ok=True)
-        path = log_dir / f"sglang-{config.port}-{secrets.token_hex(4)}.secret.yaml"
+        folder = _key_folder(log_dir)
+        path = folder / f"tunegate-sglang-{config.port}-{secrets.token_hex(4)}.secret.yaml"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(f"api-key: {json.dumps(config.api_key)}\n")  # JSON strings are YAML
@@ -112,3 +116,12 @@ class SGLangAdapter(BaseAdapter):
             path.unlink(missing_ok=True)
 
         return replace(spec, argv=(*spec.argv, "--config", str(path))), remove
+
+
+def _key_folder(log_dir: Path) -> Path:
+    """``$XDG_RUNTIME_DIR`` (a private tmpfs) when usable, else the log directory (created)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK | os.X_OK):
+        return Path(runtime)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return log_dir

@@ -10,6 +10,7 @@ not after a ten-minute engine start.
 from __future__ import annotations
 
 import argparse
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tunegate.servers.adapters.engine_flags import (
     EngineFlags,
     bundled_versions,
     load_engine_flags,
+    read_engine_flags,
 )
 from tunegate.tuner.config import load_config
 
@@ -62,6 +64,19 @@ def engine_parser(flags: EngineFlags) -> argparse.ArgumentParser:
             parser.add_argument(*options, dest=spec.dest, choices=choices)
         else:  # engine-defined actions: tunegate never renders them
             parser.add_argument(*options, dest=spec.dest, nargs="*")
+    return parser
+
+
+def plain_boolean_optional_parser(flags: EngineFlags) -> argparse.ArgumentParser:
+    """vLLM before its ``--enable-x``/``--disable-x`` pairing (0.9, 0.11): the same flags, but
+    each boolean is a plain ``argparse.BooleanOptionalAction``, so only ``--no-x`` negates."""
+    parser = _Parser(add_help=False, allow_abbrev=False)
+    for spec in flags.specs:
+        if spec.kind == "boolean_optional":
+            parser.add_argument(*spec.options, dest=spec.dest,
+                                action=argparse.BooleanOptionalAction)
+        else:
+            parser.add_argument(*spec.options, dest=spec.dest, nargs="*")
     return parser
 
 
@@ -160,6 +175,38 @@ def test_booleans_follow_each_switchs_recorded_kind(engine: str) -> None:
                  and s.kind in ("store_true", "store_false")]
     assert refused == len(unsayable)  # vLLM: none; SGLang: its Optional[bool] switches
     assert checked > 150
+
+
+def test_a_false_vllm_boolean_is_said_the_way_old_and_new_releases_accept() -> None:
+    flags = load_engine_flags("vllm")
+    newest, older = engine_parser(flags), plain_boolean_optional_parser(flags)
+    booleans = [s for s in flags.specs if s.kind == "boolean_optional"]
+    assert len(booleans) > 50
+    for spec in booleans:
+        name = spec.flag[2:].replace("-", "_")
+        argv = VllmAdapter().render(ServerConfig("m", {name: False})).argv[HEAD["vllm"]:]
+        assert list(argv[-1:]) == [f"--no-{spec.flag[2:]}"]
+        for parser in (newest, older):
+            assert getattr(parser.parse_args(list(argv)), spec.dest) is False, (spec.flag, argv)
+
+
+@pytest.mark.parametrize(("entry", "shown"), [
+    ("--enable-x", "str '--enable-x', not a flag entry"),
+    (["--enable-x", "store_true"], "list ['--enable-x', 'store_true'], not a flag entry"),
+    (7, "int 7, not a flag entry"),
+    ({"flag": "--x"}, "{'flag': '--x'} is malformed (KeyError: 'kind')"),
+    ({"flag": "--x", "kind": "magic"}, "is malformed (ValueError: unknown kind 'magic')"),
+])
+def test_a_broken_flag_entry_names_the_file_and_the_entry(
+        tmp_path: Path, entry: object, shown: str) -> None:
+    path = tmp_path / "vllm-9.9.9.json"
+    good = {"flag": "--max-num-seqs", "kind": "value", "dest": "max_num_seqs"}
+    path.write_text(json.dumps({"engine": "vllm", "version": "9.9.9", "flags": [good, entry]}))
+    with pytest.raises(ConfigError) as caught:
+        read_engine_flags(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: flags[1] ") and shown in message
+    assert "regenerate the list with scripts/check_engine_flags.py" in message
 
 
 def test_sglang_metrics_cannot_be_turned_off() -> None:

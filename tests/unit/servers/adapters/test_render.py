@@ -40,7 +40,7 @@ def test_vllm_argv_and_env_layer() -> None:
     spec = VllmAdapter().render(config)
     assert list(spec.argv) == [
         "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--host", "127.0.0.1",
-        "--port", "8000", "--max-num-seqs", "64", "--disable-chunked-prefill",
+        "--port", "8000", "--max-num-seqs", "64", "--no-enable-chunked-prefill",
         "--gpu-memory-utilization", "0.9", "--enable-prefix-caching",
     ]
     assert dict(spec.env) == {"HF_HOME": "/cache", "NCCL_ALGO": "Tree"}
@@ -92,7 +92,16 @@ def test_engine_version_and_flag_file_options(tmp_path: Path) -> None:
         {"flag": "--enable-turbo", "kind": "boolean_optional", "dest": "enable_turbo",
          "negatives": ["--disable-turbo", "--no-enable-turbo"]}]}))
     adapter = create_adapter("vllm", engine_flags=str(own))
+    # argparse's own negative, which releases before the --disable-x pairing accept too ...
     assert list(adapter.render(ServerConfig("m", {"enable_turbo": False})).argv)[7:] == [
+        "--no-enable-turbo"]
+    # ... and the documented one only for a list that no longer records it.
+    only = tmp_path / "vllm-9.1.0.json"
+    only.write_text(json.dumps({"engine": "vllm", "version": "9.1.0", "flags": [
+        {"flag": "--enable-turbo", "kind": "boolean_optional", "dest": "enable_turbo",
+         "negatives": ["--disable-turbo"]}]}))
+    newer = create_adapter("vllm", engine_flags=str(only))
+    assert list(newer.render(ServerConfig("m", {"enable_turbo": False})).argv)[7:] == [
         "--disable-turbo"]
     with pytest.raises(ConfigError, match="lists vllm's flags, not sglang's"):
         SGLangAdapter(engine_flags=own)
@@ -118,7 +127,9 @@ def test_sglang_argv_store_true_booleans_and_no_api_key_on_the_command_line() ->
     assert SGLangAdapter.expected_metric_prefix == "sglang:"
 
 
-def test_sglang_api_key_travels_in_a_private_config_file(tmp_path: Path) -> None:
+def test_sglang_api_key_travels_in_a_private_config_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)  # no runtime dir: the log directory
     adapter = SGLangAdapter()
     config = ServerConfig("m", {"max_running_requests": 8}, port=30001, api_key='k"ey:1 #x')
     spec, cleanup = adapter.prepare(config, tmp_path / "logs")
@@ -134,6 +145,29 @@ def test_sglang_api_key_travels_in_a_private_config_file(tmp_path: Path) -> None
     assert "--config" not in without.argv
     with pytest.raises(ConfigError, match="SGLang reads one --config file"):
         adapter.prepare(ServerConfig("m", {"config": "/etc/s.yaml"}, api_key="k"), tmp_path)
+
+
+def test_sglang_key_file_prefers_the_private_runtime_dir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # $XDG_RUNTIME_DIR is the user's own tmpfs (0700): the key stays off the disk.
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    adapter = SGLangAdapter()
+    spec, cleanup = adapter.prepare(ServerConfig("m", port=30002, api_key="k-1"),
+                                    tmp_path / "logs")
+    path = Path(spec.argv[-1])
+    assert path.parent == runtime and path.name.endswith(".secret.yaml")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not (tmp_path / "logs").exists()
+    cleanup()
+    assert not path.exists()
+    # A runtime dir that is set but missing (a stale variable): the log directory.
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "gone"))
+    spec, cleanup = adapter.prepare(ServerConfig("m", port=30002, api_key="k-1"),
+                                    tmp_path / "logs")
+    assert Path(spec.argv[-1]).parent == tmp_path / "logs"
+    cleanup()
 
 
 def test_sglang_refuses_a_false_that_the_command_line_cannot_say() -> None:

@@ -66,10 +66,11 @@ def test_the_key_reaches_sglang_through_a_file_never_through_argv(tmp_path: Path
         assert not list(logs.glob("*.secret.yaml"))  # read at start-up, then removed
         check = adapter.engine_args_check(config)
         assert check is not None
-        status, detail = check_engine_args(process.base_url, check, api_key=config.api_key)
+        status, detail, unverified = check_engine_args(process.base_url, check,
+                                                       api_key=config.api_key)
     finally:
         adapter.stop(process)
-    assert status is StepStatus.FAILED
+    assert status is StepStatus.FAILED and unverified == ()
     assert "enable_mixed_chunk: the config records False, the engine runs True" in detail
     assert "sk-sglang" not in detail
     log = process.log_path.read_text()

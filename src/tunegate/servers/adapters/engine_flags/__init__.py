@@ -9,9 +9,10 @@ value is spelled on the command line:
   the parser's default is false (SGLang's ``Optional[bool]`` switches default to ``None``:
   the engine decides, so false cannot be said at all);
 * ``store_false``: the mirror image;
-* ``boolean_optional`` (argparse ``BooleanOptionalAction``): ``--x`` / the first of
-  ``negatives`` (vLLM documents ``--disable-chunked-prefill`` for ``--enable-chunked-prefill``
-  and still accepts ``--no-enable-chunked-prefill``);
+* ``boolean_optional`` (argparse ``BooleanOptionalAction``): ``--x`` / one of ``negatives``,
+  which lists the documented spelling first (vLLM 0.33 documents ``--disable-chunked-prefill``
+  for ``--enable-chunked-prefill`` and still accepts argparse's ``--no-enable-chunked-prefill``,
+  the one tunegate renders: see :mod:`tunegate.servers.adapters.flags`);
 * ``value``, ``optional_value``, ``list``: ``--x V``, ``--x [V]``, ``--x A B``; ``choices``
   are enforced by the engine's parser, ``suggested`` ones are documented only.
 
@@ -108,7 +109,14 @@ class EngineFlags:
         return difflib.get_close_matches(option, list(self._by_option), n=3, cutoff=0.75)
 
 
-def _spec(raw: Mapping[str, Any], where: str) -> FlagSpec:
+def _spec(raw: object, where: str, index: int) -> FlagSpec:
+    """One entry of ``flags``; anything but a well-formed object is a :class:`ConfigError`
+    naming the file and the entry (a hand-edited list must never end in a traceback)."""
+    entry = f"{where}: flags[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{entry} is {type(raw).__name__} {_short(raw)}, not a flag entry "
+                          "(an object with flag and kind); regenerate the list with "
+                          "scripts/check_engine_flags.py")
     try:
         kind = str(raw["kind"])
         if kind not in _KINDS:
@@ -127,8 +135,13 @@ def _spec(raw: Mapping[str, Any], where: str) -> FlagSpec:
             has_default="default" in raw,
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: malformed flag entry {dict(raw)!r}: {exc}; regenerate it "
-                          "with scripts/check_engine_flags.py") from None
+        raise ConfigError(f"{entry} {_short(raw)} is malformed ({type(exc).__name__}: {exc}); "
+                          "regenerate the list with scripts/check_engine_flags.py") from None
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _parse(text: str, where: str) -> EngineFlags:
@@ -141,7 +154,7 @@ def _parse(text: str, where: str) -> EngineFlags:
         raise ConfigError(f"{where}: not an engine flag list ({exc}); write one with "
                           "scripts/check_engine_flags.py ENGINE VERSION") from None
     return EngineFlags(engine, version, Path(where).name,
-                       tuple(_spec(item, where) for item in flags))
+                       tuple(_spec(item, where, i) for i, item in enumerate(flags)))
 
 
 def read_engine_flags(path: Path | str) -> EngineFlags:
