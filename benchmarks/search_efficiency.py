@@ -93,7 +93,7 @@ def _space(max_model_len: int, tp: tuple[int, ...] = ()) -> SearchSpace:
         params.append(Param("tensor_parallel_size", "categorical", Layer.PARALLELISM,
                             choices=tp, default=4))
     rules = [f"enable_chunked_prefill or max_num_batched_tokens >= {max_model_len}"]
-    return SearchSpace.of(params, parse_constraints(rules, [p.name for p in params]))
+    return SearchSpace.of(params, parse_constraints(rules, params))
 
 
 _ENUM = {"max_num_seqs": [8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 256, 512],

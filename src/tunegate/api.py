@@ -31,6 +31,13 @@ from tunegate.workload import Workload, WorkloadConfig, build_workload, load_tok
 
 __all__ = ["BenchOptions", "TargetOptions", "bench", "build_bench_workload"]
 
+MAX_PERCENTILES = 20
+"""Most distinct percentiles one benchmark reports."""
+MAX_WORKERS = 64
+"""Most client processes."""
+MAX_DURATION_S = 7 * 24 * 3600.0
+"""Longest ``duration_s`` of one benchmark (7 days)."""
+
 
 class TargetOptions(BaseModel):
     """The server under test and how to ask it.
@@ -60,7 +67,14 @@ class TargetOptions(BaseModel):
     def _http_url(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000)")
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+            raise ValueError(f"is not a valid URL ({exc}); write it like "
+                             "http://127.0.0.1:8000 or http://[::1]:8000") from None
+        if port == 0:
+            raise ValueError("port 0 cannot be connected to; give the server's port (1-65535)")
         if parts.username is not None or parts.password is not None:
             raise ValueError(
                 "credentials in the URL are not supported (they would end up in logs); "
@@ -97,7 +111,7 @@ class BenchOptions(BaseModel):
     workload: WorkloadConfig
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     goodput: tuple[str, ...] = ()
-    workers: int = Field(default=1, ge=1, le=64)
+    workers: int = Field(default=1, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
     keep_text: bool = False
     sim: str | None = None
@@ -112,7 +126,35 @@ class BenchOptions(BaseModel):
         for p in values:
             if not 0 < p < 100 or math.isnan(p):
                 raise ValueError(f"percentile {p:g} is outside (0, 100)")
-        return tuple(sorted(set(values)))
+            if round(p, 4) != p:
+                raise ValueError(
+                    f"percentile {p!r} has more than 4 decimal places; report keys such as "
+                    "p99.9999 keep 4, so finer percentiles would share one key")
+        unique = tuple(sorted(set(values)))
+        if len(unique) > MAX_PERCENTILES:
+            raise ValueError(
+                f"{len(unique)} percentiles, at most {MAX_PERCENTILES}: each adds a key per "
+                "distribution (TTFT, TPOT, ITL, E2EL and the rates) to every report and table")
+        return unique
+
+    @field_validator("workers")
+    @classmethod
+    def _at_most_max_workers(cls, value: int) -> int:
+        if value > MAX_WORKERS:
+            raise ValueError(
+                f"at most {MAX_WORKERS} client processes: each is a Python process with its "
+                "own event loop, and more than the machine's cores only add start-up time and "
+                "memory (one process sends thousands of requests a second)")
+        return value
+
+    @field_validator("duration_s")
+    @classmethod
+    def _at_most_max_duration(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_DURATION_S:
+            raise ValueError(
+                f"at most {MAX_DURATION_S:,.0f} s (7 days): one benchmark that long outlasts "
+                "any stable state of a server and keeps every record in memory; split it")
+        return value
 
 
 def _counter(tokenizer_spec: str) -> TokenCounter:

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from tunegate.loadgen.client import redact_url
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import RunResult
 from tunegate.metrics.definitions import NS_PER_S, itl_ns, ttfat_ns, ttft_ns
+from tunegate.tuner.atomic import atomic_write_bytes
 
 __all__ = ["BenchResult", "check_writable", "redact_url", "write_json", "write_result"]
 
@@ -121,58 +123,140 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def write_json(path: Path, document: Mapping[str, Any]) -> None:
-    """Write atomically (temp file + rename), so an interrupted write never leaves half a file.
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _target(path: Path, label: str) -> Path:
+    """The file the bytes for ``path`` go to, by the rule the README's bench section states.
+
+    * absent: ``path``, created;
+    * a regular file: ``path``, replaced atomically;
+    * a symlink to a regular file: that file, replaced atomically in *its* directory (the link
+      stays a link: writing through it is what a user who points a link at a file asks for);
+    * anything else (directory, device such as ``/dev/full``, FIFO, socket, a dangling or
+      looping symlink, a symlink to any of those): refused. A rename over them would silently
+      replace a device or a pipe with a regular file and report success.
 
     Raises:
-        InputFileError: The directory does not exist or is not writable.
+        InputFileError: ``path`` is not something a result may be written to; one line naming
+            it and what it is.
     """
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputFileError(f"--out {path}: directory {directory} does not exist; create it first")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(tmp, path)
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return path  # new; a missing directory is named by the caller
     except OSError as exc:
-        raise InputFileError(f"--out {path}: cannot write the result: {exc.strerror}") from exc
+        raise InputFileError(f"{label} {path}: cannot inspect it: {exc.strerror}") from None
+    if stat.S_ISREG(mode):
+        return path
+    if not stat.S_ISLNK(mode):
+        raise InputFileError(f"{label} {path}: is {_kind(mode)}, not a regular file; "
+                             "give the name of a file to write")
+    real = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputFileError(f"{label} {path}: is a symlink to {real}, which does not exist; "
+                             "give the file itself, or create the file the link points to"
+                             ) from None
+    except OSError as exc:
+        raise InputFileError(f"{label} {path}: is a symlink that cannot be followed "
+                             f"({exc.strerror}); give a file name") from None
+    if not stat.S_ISREG(mode):
+        raise InputFileError(f"{label} {path}: is a symlink to {real}, which is {_kind(mode)}, "
+                             "not a regular file; give the name of a file to write")
+    return real
 
 
-def check_writable(path: Path) -> None:
-    """Fail early (before measuring) when ``path`` cannot be written.
+def _check_target(path: Path, label: str) -> Path:
+    """:func:`_target`, plus a directory that exists and can be written and a file that is
+    not read-only (a rename would replace a read-only file silently; ``>`` would refuse)."""
+    target = _target(path, label)
+    directory = target.parent if str(target.parent) else Path(".")
+    shown = f"{label} {path}: " + ("" if target == path else f"(the link's target {target}) ")
+    if not directory.is_dir():
+        missing = "is not a directory" if directory.exists() else "does not exist"
+        raise InputFileError(f"{shown}directory {directory} {missing}; create it first")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputFileError(f"{shown}directory {directory} is not writable")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise InputFileError(f"{shown}the file is read-only; make it writable or give "
+                             "another name")
+    return target
+
+
+def write_json(path: Path, document: Mapping[str, Any], *, label: str = "--out") -> None:
+    """Write atomically and durably (temp file in the target's directory, fsync, rename), so an
+    interrupted write never leaves half a file; the file is private (``0600``).
+
+    Only a regular file (new or existing) or a symlink to one is written; see :func:`_target`.
+
+    Args:
+        path: The file the user named.
+        document: JSON-ready (no NaN or infinity).
+        label: How messages name the path (the flag it came from).
 
     Raises:
-        InputFileError: The directory is missing or not writable, or ``path`` is a directory.
+        InputFileError: ``path`` is not a regular file or a symlink to one, or its directory
+            is missing or not writable, or the write failed (disk full...).
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise InputFileError(f"--out {path}: is a directory; give a file name")
-    if not directory.is_dir():
-        raise InputFileError(f"--out {path}: directory {directory} does not exist; create it first")
-    if not os.access(directory, os.W_OK):
-        raise InputFileError(f"--out {path}: directory {directory} is not writable")
+    target = _check_target(path, label)
+    data = (json.dumps(document, indent=2, allow_nan=False) + "\n").encode("utf-8")
+    try:
+        atomic_write_bytes(target, data, mode=0o600)
+    except OSError as exc:
+        raise InputFileError(f"{label} {path}: cannot write the result: "
+                             f"{exc.strerror or exc}") from None
+
+
+def check_writable(path: Path, *, label: str = "--out") -> None:
+    """Fail early (before measuring) when ``path`` cannot be written by :func:`write_json`.
+
+    Raises:
+        InputFileError: ``path`` is a directory, a device, a FIFO, a socket or a symlink to
+            anything but a regular file, or its directory is missing or not writable, or the
+            file is read-only.
+    """
+    _check_target(Path(path), label)
+
+
+def _save_fallback(document: Mapping[str, Any]) -> Path:
+    """A fresh file of its own in the temp directory (created exclusively: a link someone
+    planted there under a guessable name is never followed)."""
+    fd, name = tempfile.mkstemp(prefix="tunegate-result-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2, allow_nan=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return Path(name)
 
 
 def write_result(path: Path, document: Mapping[str, Any]) -> Path:
-    """Write a measured result; if ``path`` fails now, save it beside the temp dir and say so.
+    """Write a measured result; if ``path`` fails now, save it to a new file in the temp
+    directory and say where: what was measured is never lost.
 
     Returns:
         Where the document was written.
 
     Raises:
-        InputFileError: Neither ``path`` nor the fallback could be written; the message says why.
+        InputFileError: ``path`` could not be written; the message says why and where the
+            result was saved instead (or why that failed too).
     """
     try:
         write_json(path, document)
         return Path(path)
     except InputFileError as first:
-        fallback = Path(tempfile.gettempdir()) / f"tunegate-result-{os.getpid()}.json"
         try:
-            write_json(fallback, document)
-        except InputFileError:
-            raise first from None
+            fallback = _save_fallback(document)
+        except OSError as exc:
+            raise InputFileError(f"{first}; saving it to {tempfile.gettempdir()} failed too "
+                                 f"({exc.strerror or exc}): the result is lost") from None
         raise InputFileError(f"{first}; the measured result was saved to {fallback}") from None

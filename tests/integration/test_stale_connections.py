@@ -73,3 +73,4 @@ def test_requests_on_silently_closed_connections_are_resent_once() -> None:
     assert [r.output_tokens for r in records] == [3] * 4
     assert [r.connection_retries for r in records] == [0, 1, 1, 1]
     assert json.dumps(records[1].to_dict())  # the record stays serialisable
+

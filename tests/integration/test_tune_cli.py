@@ -127,7 +127,8 @@ def test_a_bad_slo_and_too_many_objectives_are_named(cli: Run, tmp_path: Path) -
     code, _, err = cli("tune", "--config", str(bad))
     assert code == 2 and no_traceback(err)
     assert "search.slos.1: SLO 'p99_ttft_ms = 1'" in err
-    many = ", ".join(f'"m{i}:lower"' for i in range(5))
+    many = ", ".join(f'"{m}:lower"' for m in ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                                               "mean_itl_ms", "mean_e2el_ms"))
     bad.write_text(CONFIG + f"\n[search]\nobjectives = [{many}]\n", encoding="utf-8")
     code, _, err = cli("tune", "--config", str(bad))
     assert code == 2 and no_traceback(err)

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from tunegate import __version__
 from tunegate.errors import TunegateError
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_INVALID", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_INVALID", "main", "one_line"]
 
 EXIT_INVALID = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout closed it early (`| head`): as a process killed by SIGPIPE exits."""
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tunegate.cli.bench", "benchmark a server (or the simulator) and validate the data"),
@@ -49,6 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks become spaces, other control characters
+    (a hostile file's keys, a server's error body) are escaped, so an error stays one line and
+    cannot drive the terminal."""
+    flat = " ".join(text.splitlines())
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tunegate`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -61,11 +71,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = module.run(args[1:])
         return code
     except TunegateError as exc:
-        print(f"tunegate {args[0]}: error: {exc}", file=sys.stderr)
+        print(f"tunegate {args[0]}: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"tunegate {args[0]}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`tunegate validate F | head`): nobody is left to tell. Point
+        # stdout at /dev/null so the interpreter's final flush stays quiet, and exit as a
+        # process killed by SIGPIPE would (128 + 13).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # a bug, not a user mistake: say so, keep the trace optional
         if os.environ.get("TUNEGATE_DEBUG"):
             traceback.print_exc()

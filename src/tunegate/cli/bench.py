@@ -119,7 +119,11 @@ def _options(args: argparse.Namespace) -> Any:
     from tunegate.api import BenchOptions, TargetOptions, options_error
     from tunegate.workload import WorkloadConfig
 
-    if urlsplit(args.url).username is not None:  # checked here so the value is never echoed
+    try:
+        has_user = urlsplit(args.url).username is not None
+    except ValueError:  # malformed ("http://[::1"): TargetOptions names it in one line
+        has_user = "@" in args.url
+    if has_user:  # checked here so the value is never echoed
         raise ConfigError(
             "--url: credentials in the URL are not supported (they would end up in logs); "
             "pass the token with --api-key or $TUNEGATE_API_KEY"

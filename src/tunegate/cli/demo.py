@@ -76,7 +76,7 @@ def run(argv: Sequence[str]) -> int:
 
     def record(name: str, result: Any, expected: bool) -> dict[str, Any]:
         document: dict[str, Any] = result.to_json()
-        write_json(args.out_dir / f"{name}.json", document)
+        write_json(args.out_dir / f"{name}.json", document, label="--out-dir")
         verdicts.append((name, result.validation.valid, expected))
         return document
 

@@ -1,4 +1,10 @@
-"""``tunegate loopback``: serve a programmable OpenAI-compatible server (tests, demo, gauge)."""
+"""``tunegate loopback``: serve a programmable OpenAI-compatible server (tests, demo, gauge).
+
+Bad flags are one line and exit 2 before anything listens: ``--host``/``--port`` are checked by
+:func:`tunegate.servers.listen.check_listen_address`, the programme by ``Behaviour`` (a field it
+refuses is reported under its flag, e.g. ``--tokens-per-event 0``). A port that is taken is the
+server failing to start (exit 1). It writes no files.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,10 @@ import dataclasses
 import signal
 from collections.abc import Sequence
 
+from tunegate.errors import ConfigError, ServerError
+from tunegate.servers.listen import check_listen_address, url_host
 from tunegate.servers.loopback import Behaviour, LoopbackServer
-from tunegate.servers.loopback.behaviour import CHOICES
+from tunegate.servers.loopback.behaviour import CHOICES, InvalidBehaviour
 
 __all__ = ["run"]
 
@@ -40,8 +48,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _serve(server: LoopbackServer) -> None:
-    port = await server.start()
-    print(f"listening on http://{server.host}:{port}", flush=True)
+    try:
+        port = await server.start()
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        raise ServerError(f"cannot listen on {url_host(server.host)}:{server.port}: "
+                          f"{exc.strerror or exc}") from None
+    print(f"listening on http://{url_host(server.host)}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -53,7 +65,13 @@ async def _serve(server: LoopbackServer) -> None:
 
 def run(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
+    host = check_listen_address(args.host, args.port)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Behaviour)}
-    server = LoopbackServer(Behaviour(**values), host=args.host, port=args.port)
+    try:
+        behaviour = Behaviour(**values)
+    except InvalidBehaviour as exc:
+        flag = "--" + exc.field.replace("_", "-")
+        raise ConfigError(f"{flag} {exc.value}: {exc.reason}") from None
+    server = LoopbackServer(behaviour, host=host, port=args.port)
     asyncio.run(_serve(server))
     return 0

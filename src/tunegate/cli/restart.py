@@ -7,7 +7,9 @@ that too. ``rollback RUN_DIR`` starts the run's kept config: the last config the
 never a rejected one (``kept.json`` is written only by KEEP). The server is left running.
 
 Exit codes: 0 the requested config is serving; 4 it failed and the rollback target is serving;
-1 nothing usable is serving.
+1 nothing usable is serving; 2 a usage error, among them a ``kept.json`` the run's journal does
+not vouch for (edited, replaced, deleted records: :func:`tunegate.tuner.integrity.vouched_kept`),
+refused before anything starts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tunegate.cli.console import console
-from tunegate.errors import ConfigError, UsageError
+from tunegate.errors import ConfigError
 
 __all__ = ["run", "run_rollback"]
 
@@ -42,11 +44,12 @@ def _sets(items: list[str]) -> dict[str, Any]:
 
 
 def _kept(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "kept.json"
-    if not path.is_file():
-        raise UsageError(f"{run_dir}: no kept.json (no config was ever kept in this run); "
-                         "nothing to roll back to")
-    kept: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    """The run's kept config, refused (exit 2) unless the journal's chain vouches for it."""
+    from tunegate.tuner.integrity import NO_CHAIN, vouched_kept
+
+    kept, vouched = vouched_kept(run_dir)
+    if not vouched:
+        console.print(f"note: {run_dir}: {NO_CHAIN}: kept.json is not verified")
     return kept
 
 

@@ -4,7 +4,9 @@
 closed form n = (z_{1-alpha/2} + z_power)^2 * 2 sigma^2 / d^2; ``--method t`` uses the exact
 noncentral t, ``--gate`` the repeats the gate needs to ACCEPT that effect (its threshold
 max(2 sigma, 3%) included). With ``--budget`` a short budget is reported with the minimum
-detectable effect. ``--json`` prints the whole plan.
+detectable effect. ``--json`` prints the whole plan. Values outside what the arithmetic can
+carry (``--effect 1e-300``, ``--alpha 1e-300``, ``--sigma 1e300``) are one line naming the
+flag and exit 2 (:mod:`tunegate.stats.power` gives each limit and why).
 """
 
 from __future__ import annotations
@@ -48,19 +50,35 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_FLAGS = {"sigma ": "--sigma ", "effect ": "--effect ", "alpha ": "--alpha ",
+          "power ": "--power ", "budget ": "--budget ", "noise_repeats ": "--noise-repeats ",
+          "threshold floor ": "--floor "}
+
+
+def _flagged(message: str) -> str:
+    """A power-analysis message whose leading parameter name is spelled as its flag."""
+    for name, flag in _FLAGS.items():
+        if message.startswith(name):
+            return flag + message.removeprefix(name)
+    return message
+
+
 def _power(args: argparse.Namespace) -> int:
     from tunegate.stats.power import gate_sample_size, plan_repeats
     from tunegate.stats.threshold import ThresholdPolicy
 
     if args.noise_repeats is not None and args.noise_repeats < 2:
         raise ConfigError(f"--noise-repeats must be at least 2, got {args.noise_repeats}")
-    plan = plan_repeats(args.sigma, args.effect, budget=args.budget, alpha=args.alpha,
-                        power=args.power, method=args.method)
-    gate_n = None
-    if args.gate:
-        gate_n = gate_sample_size(args.sigma, abs(args.effect), args.power,
-                                  policy=ThresholdPolicy(floor=args.floor),
-                                  noise_repeats=args.noise_repeats, alpha=args.alpha)
+    try:
+        plan = plan_repeats(args.sigma, args.effect, budget=args.budget, alpha=args.alpha,
+                            power=args.power, method=args.method)
+        gate_n = None
+        if args.gate:
+            gate_n = gate_sample_size(args.sigma, abs(args.effect), args.power,
+                                      policy=ThresholdPolicy(floor=args.floor),
+                                      noise_repeats=args.noise_repeats, alpha=args.alpha)
+    except ConfigError as exc:  # the library names the value; the user typed a flag
+        raise ConfigError(_flagged(str(exc))) from None
     if args.json:
         print(json.dumps({**plan.to_dict(), "gate_n": gate_n}, sort_keys=True))
         return 0

@@ -2,23 +2,29 @@
 
 Exit codes: 0 finished within budget or converged; 3 the baseline's data is invalid and no
 must-change fix repairs it; 4 environment abnormal (two consecutive failed starts, or rollback
-failed; the kept config is what remains); 5 aborted (another run holds the service, or no
-confirmation in production mode); 2 usage error; 1 other; 130 interrupted (resume with
-``--resume RUN_DIR``).
+failed; the kept config is what remains; the reason quotes the last failed start); 5 aborted
+(another run holds the service, or no confirmation in production mode); 2 usage error, before
+anything runs, or a metric the config names that a valid baseline repeat does not hold (ITL
+with one output token, a server figure the server does not report: the run stops ABORTED
+after that repeat, since measuring again cannot produce it); 1 other; 130 interrupted (resume
+with ``--resume RUN_DIR``). With ``--quiet``, a run that does not exit 0 still prints its
+final state and reason on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from tunegate.cli.console import console
-from tunegate.errors import UsageError
+from tunegate.errors import ConfigError, UsageError
 
 __all__ = ["run"]
 
@@ -40,8 +46,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from_journal(run_dir: Path):  # type: ignore[no-untyped-def]
+    import pydantic
+
     from tunegate.tuner.config import TuneConfig
     from tunegate.tuner.journal import read_journal
+    from tunegate.workload import format_validation_error
 
     path = run_dir / "journal.jsonl"
     if not path.is_file():
@@ -51,7 +60,42 @@ def _config_from_journal(run_dir: Path):  # type: ignore[no-untyped-def]
     if first is None:
         raise UsageError(f"--resume {run_dir}: the run was stopped before it recorded its "
                          f"config; start it again with --config FILE --run-dir {run_dir}")
-    return TuneConfig.model_validate(first.data)
+    try:
+        return TuneConfig.model_validate(first.data)
+    except pydantic.ValidationError as exc:  # an older tunegate's run, or an edited journal
+        raise ConfigError(format_validation_error(
+            exc, source=f"--resume {run_dir}: the run's config in journal.jsonl")) from None
+
+
+def _with_budget(config, budget: int):  # type: ignore[no-untyped-def]
+    """``config`` with ``[run] budget`` replaced by ``--budget``, validated like the file's."""
+    import pydantic
+
+    from tunegate.tuner.config import RunSection
+
+    try:
+        run = RunSection.model_validate({**config.run.model_dump(), "budget": budget})
+    except pydantic.ValidationError as exc:
+        why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"--budget: {why} (got {budget})") from None
+    return config.model_copy(update={"run": run})
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """A run directory that can hold a run: a directory, or a place one can be made and written.
+
+    Checked before anything runs, so a typo costs nothing measured.
+
+    Raises:
+        UsageError: A file is in the way, or the directory cannot be created or written.
+    """
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"--run-dir {run_dir}: is a file, not a directory; name a directory "
+                         "(it is created if missing)")
+    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--run-dir {run_dir}: cannot be created or written ({existing} is "
+                         f"{'not a directory' if not existing.is_dir() else 'not writable'})")
 
 
 def _holds_a_run(run_dir: Path) -> bool:
@@ -91,16 +135,16 @@ def run(argv: Sequence[str]) -> int:
         config = load_config(args.config) if args.config else default_config()
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = args.run_dir or Path("runs") / f"tune-{stamp}"
+        _check_run_dir(run_dir)
         if _holds_a_run(run_dir):
             raise UsageError(f"--run-dir {run_dir} already holds a run; use --resume {run_dir} "
                              "or another directory")
     if args.budget is not None:
-        config = config.model_copy(update={"run": config.run.model_copy(
-            update={"budget": args.budget})})
+        config = _with_budget(config, args.budget)
 
     def say(line: str) -> None:
         if not args.quiet:
-            console.print(line)
+            console.print(line, markup=False)  # "[objective]", an engine's "[rank0]:" ...
         elif line.startswith("another tuning run holds this service"):
             print(f"tunegate tune: {line}", file=sys.stderr)  # --quiet still says why
 
@@ -122,12 +166,23 @@ def run(argv: Sequence[str]) -> int:
     summary = build_summary(config, rs)
     if not args.quiet:
         console.print(_trials_table(summary))
-        console.print(f"status: [bold]{rs.state.value}[/] ({rs.reason})")
-        console.print(f"run directory: {run_dir} (summary.json, report.md, decisions.jsonl, "
-                      "journal.jsonl)")
-    if rs.reason.startswith("the baseline failed validation") or \
-            rs.reason.startswith("the service as given produces invalid data"):
+        console.print(f"status: [bold]{rs.state.value}[/] ({escape(rs.reason)})")
+        console.print(f"run directory: {escape(str(run_dir))} (summary.json, report.md, "
+                      "decisions.jsonl, journal.jsonl)")
+    code = _exit_code(rs.state.value, rs.reason)
+    if args.quiet and code != 0:
+        print(f"tunegate tune: {rs.state.value}: {rs.reason}", file=sys.stderr)
+    return code
+
+
+def _exit_code(state: str, reason: str) -> int:
+    from tunegate.tuner.driver import METRIC_MISSING
+
+    if reason.startswith("the baseline failed validation") or \
+            reason.startswith("the service as given produces invalid data"):
         return 3
-    if rs.reason == "interrupted by the operator":
+    if reason.startswith(METRIC_MISSING):
+        return 2
+    if reason == "interrupted by the operator":
         return 130
-    return EXIT_BY_STATE.get(rs.state.value, 1)
+    return EXIT_BY_STATE.get(state, 1)

@@ -11,6 +11,12 @@ handshake is counted as server latency; when the request was issued is kept as `
 Measured with ``benchmarks/gauge_accuracy.py --quick``: stamping before ``session.post`` gave a
 median TTFT error of +6.2 ms at concurrency 16 and +106 ms at 256; with the hooks, +3.8 ms and
 +38 ms, nearly all of it the loopback server accepting a burst of new connections.
+
+A response is read only as far as it can be believed (:mod:`tunegate.loadgen.limits` gives each
+bound and its reason): a stream past ``64 x max_tokens`` events or ``max(16 MiB, 4 KiB x
+max_tokens)`` bytes, an event with bytes that are not UTF-8, a negative usage count, or more
+completion tokens than twice ``max_tokens`` ends the request as ``protocol_error``, keeping what
+arrived before it. None of these is a clean success, however well-formed the rest looks.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from tunegate.errors import SSEError
+from tunegate.loadgen.limits import ResponseLimits
 from tunegate.loadgen.openai import (
     ChunkView,
     Endpoint,
@@ -45,6 +52,7 @@ from tunegate.loadgen.records import (
     Outcome,
     RequestRecord,
 )
+from tunegate.loadgen.redact import mask_secrets
 from tunegate.loadgen.sse import SSEEvent, SSEParser
 from tunegate.workload.spec import RequestSpec
 
@@ -54,6 +62,7 @@ TokenCounter = Callable[[str], int]
 """Counts tokens of a text with a real tokenizer the user named."""
 
 _MAX_ERROR_BODY = 4096
+_MAX_DRAIN_BYTES = 65_536
 _STALE_CONNECTION_RETRIES = 1
 
 
@@ -105,9 +114,12 @@ class ClientConfig:
 class _Observation:
     """Mutable state of one request while it is in flight."""
 
-    def __init__(self, spec: RequestSpec, config: ClientConfig, t_issue_ns: int) -> None:
+    def __init__(self, spec: RequestSpec, config: ClientConfig, t_issue_ns: int,
+                 limits: ResponseLimits | None = None) -> None:
         self.spec = spec
         self.config = config
+        self.limits = limits or ResponseLimits.for_request(
+            {"max_tokens": spec.max_tokens, **config.extra_body}, len(spec.prompt.encode()))
         self.t_issue_ns = t_issue_ns
         self.t_send_ns = t_issue_ns  # refined by the trace hooks when the bytes go out
         self.body_started = False
@@ -129,17 +141,27 @@ class _Observation:
         self.reasoning_tokens: int | None = None
         self.done = False
 
+    def masked(self, text: str, *, cut: bool = False) -> str:
+        """Server text with the API key masked: a server may echo the ``Authorization``
+        header, and records reach ``--out`` files and the console. Mask *before* shortening,
+        so a shortened text never keeps half a key."""
+        return mask_secrets(text, [self.config.api_key], cut=cut)
+
     def fail(self, outcome: Outcome, error: str, t_ns: int | None = None) -> None:
         """Record the first failure; later ones, and any after ``[DONE]``, change nothing."""
         if self.outcome is None and not self.done:
             self.outcome = outcome
-            self.error = error
+            self.error = self.masked(error)
             self.t_end_ns = t_ns if t_ns is not None else time.monotonic_ns()
 
     def absorb(self, view: ChunkView, t_ns: int) -> None:
         """Fold one chunk's information in; ``t_ns`` is its receipt time."""
         if view.error is not None:
             self.fail(Outcome.SERVER_ERROR, f"in-band error: {view.error}", t_ns)
+            return
+        impossible = self.limits.usage_violation(view)
+        if impossible is not None:
+            self.fail(Outcome.PROTOCOL_ERROR, impossible, t_ns)
             return
         if view.text:
             self.content_times_ns.append(t_ns)
@@ -191,7 +213,7 @@ class _Observation:
             error=self.error,
             response_streamed=self.response_streamed,
             connection_retries=self.connection_retries,
-            generated_text=text if self.config.keep_text else None,
+            generated_text=self.masked(text) if self.config.keep_text else None,
         )
         _assign_counts(record, self.spec, text, count_tokens, self.config.endpoint)
         _assign_reasoning_counts(record, "".join(self.reasoning_pieces),
@@ -272,7 +294,12 @@ def _handle_event(obs: _Observation, event: SSEEvent) -> None:
     if obs.done or obs.outcome is not None:
         return
     if event.event == "error":
-        obs.fail(Outcome.SERVER_ERROR, f"event: error: {event.data[:500]}", event.t_ns)
+        obs.fail(Outcome.SERVER_ERROR, f"event: error: {obs.masked(event.data)[:500]}",
+                 event.t_ns)
+        return
+    if event.invalid_utf8:
+        obs.fail(Outcome.PROTOCOL_ERROR, "event holds bytes that are not UTF-8 (an SSE stream "
+                 f"is UTF-8 text): {obs.masked(event.data)[:200]!r}", event.t_ns)
         return
     if event.event != "message":
         return  # other event types carry no OpenAI payload
@@ -285,8 +312,9 @@ def _handle_event(obs: _Observation, event: SSEEvent) -> None:
         return
     try:
         view = read_chunk(json.loads(data), obs.config.endpoint)
-    except (ValueError, ProtocolViolation) as exc:
-        obs.fail(Outcome.PROTOCOL_ERROR, f"unreadable chunk ({exc}): {data[:200]!r}", event.t_ns)
+    except (ValueError, RecursionError, ProtocolViolation) as exc:  # nesting past the stack
+        obs.fail(Outcome.PROTOCOL_ERROR,
+                 f"unreadable chunk ({exc}): {obs.masked(data)[:200]!r}", event.t_ns)
         return
     obs.absorb(view, event.t_ns)
 
@@ -294,11 +322,18 @@ def _handle_event(obs: _Observation, event: SSEEvent) -> None:
 async def _consume_stream(response: aiohttp.ClientResponse, obs: _Observation) -> None:
     obs.response_streamed = True
     parser = SSEParser()
+    limits = obs.limits
     try:
         async for chunk in response.content.iter_any():
             t_ns = time.monotonic_ns()
-            for event in parser.feed(chunk, t_ns):
+            events = parser.feed(chunk, t_ns)
+            over = parser.events_dispatched - limits.max_events
+            for event in events[: len(events) - over] if over > 0 else events:
                 _handle_event(obs, event)
+            if over > 0:
+                obs.fail(Outcome.PROTOCOL_ERROR, limits.events_exceeded(), t_ns)
+            elif parser.bytes_fed > limits.max_bytes:
+                obs.fail(Outcome.PROTOCOL_ERROR, limits.bytes_exceeded(), t_ns)
             if obs.outcome is not None:
                 return
             if obs.done:
@@ -319,19 +354,44 @@ async def _drain(response: aiohttp.ClientResponse) -> None:
     A server that keeps the stream open after ``[DONE]`` must not hold the request until its
     deadline: after 100 ms the connection is simply closed.
     """
+    async def bounded() -> None:
+        left = _MAX_DRAIN_BYTES  # a flood after [DONE] must not fill memory either
+        while left > 0 and (chunk := await response.content.readany()):
+            left -= len(chunk)
+
+    # In a task of its own (wait_for), not inline under asyncio.timeout: read inline, the body's
+    # end handed a llama-server connection back to the pool before its close was seen, and the
+    # next requests met it stale (measured: 1-3 of 16 requests failed at concurrency 4 against
+    # the real llama-server inline, 0 of 64 this way, as before the bound was added).
     with contextlib.suppress(TimeoutError, aiohttp.ClientError):
-        await asyncio.wait_for(response.content.read(), timeout=0.1)
+        await asyncio.wait_for(bounded(), timeout=0.1)
+
+
+async def _read_body(response: aiohttp.ClientResponse, obs: _Observation) -> bytes | None:
+    """The whole body, or ``None`` (and a protocol_error) past the response byte bound."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > obs.limits.max_bytes:
+            obs.fail(Outcome.PROTOCOL_ERROR, obs.limits.bytes_exceeded("response body"))
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 async def _consume_body(response: aiohttp.ClientResponse, obs: _Observation) -> None:
     """A whole JSON body: the server did not stream (asked not to, or ignored the request)."""
     obs.response_streamed = False
-    raw = await response.read()
+    raw = await _read_body(response, obs)
+    if raw is None:
+        return
     t_ns = time.monotonic_ns()
     try:
         view = read_whole_response(json.loads(raw), obs.config.endpoint)
-    except (ValueError, ProtocolViolation) as exc:
-        obs.fail(Outcome.PROTOCOL_ERROR, f"unreadable response body ({exc}): {raw[:200]!r}", t_ns)
+    except (ValueError, RecursionError, ProtocolViolation) as exc:
+        shown = obs.masked(raw.decode("utf-8", errors="backslashreplace"))[:200]
+        obs.fail(Outcome.PROTOCOL_ERROR, f"unreadable response body ({exc}): {shown!r}", t_ns)
         return
     obs.absorb(view, t_ns)
     obs.done = True
@@ -339,17 +399,23 @@ async def _consume_body(response: aiohttp.ClientResponse, obs: _Observation) -> 
         obs.t_end_ns = t_ns
 
 
-async def _error_body(response: aiohttp.ClientResponse) -> str:
+async def _error_body(response: aiohttp.ClientResponse, obs: _Observation) -> str:
+    """The error message of a non-200 answer, API key masked (the body may echo it).
+
+    One read: what has arrived, up to :data:`_MAX_ERROR_BODY` bytes. Unless that is the whole
+    body, it may end in the middle of an echoed key, which is then masked too.
+    """
     raw = await response.content.read(_MAX_ERROR_BODY)
+    cut = not response.content.at_eof()
     text = raw.decode("utf-8", errors="replace").strip()
     try:
         payload = json.loads(text)
         view = read_whole_response(payload, "completions")
         if view.error:
-            return view.error
-    except (ValueError, ProtocolViolation):
+            return obs.masked(view.error)
+    except (ValueError, RecursionError, ProtocolViolation):
         pass
-    return text[:500] or response.reason or "no body"
+    return obs.masked(text, cut=cut)[:500] or obs.masked(response.reason or "no body")
 
 
 async def _on_headers_sent(
@@ -405,7 +471,7 @@ async def _exchange(
     ) as response:
         obs.http_status = response.status
         if response.status != 200:
-            message = await _error_body(response)
+            message = await _error_body(response, obs)
             obs.fail(Outcome.SERVER_ERROR, f"HTTP {response.status}: {message}")
         elif response.content_type == "text/event-stream":
             await _consume_stream(response, obs)
@@ -435,7 +501,8 @@ async def send_request(
     )
     body = json.dumps(payload).encode()
     headers = _headers(config, spec)
-    obs = _Observation(spec, config, time.monotonic_ns())
+    obs = _Observation(spec, config, time.monotonic_ns(),
+                       ResponseLimits.for_request(payload, len(body)))
     deadline = time.monotonic() + config.request_timeout_s
     for attempt in range(_STALE_CONNECTION_RETRIES + 1):
         try:

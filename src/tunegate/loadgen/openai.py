@@ -16,6 +16,11 @@ The server's reasoning count is read from ``usage.completion_tokens_details.reas
 (OpenAI's place: vLLM with a ``--reasoning-parser``, DeepSeek's API) or ``usage.reasoning_tokens``
 (SGLang's ``UsageInfo``, which defaults it to 0). Whether a reported 0 is believable is the
 client's call (it knows whether reasoning text streamed), not the parser's.
+
+A negative usage count is a protocol violation here, whatever else the chunk says: no tokenizer
+counts below zero, and a server that reports -121,923 tokens would otherwise turn into a
+negative throughput called valid. Counts too large for the request are refused by the client,
+which knows what was asked (:mod:`tunegate.loadgen.limits`).
 """
 
 from __future__ import annotations
@@ -120,9 +125,17 @@ def _error_message(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _count(value: Any) -> int | None:
-    """A token count, or ``None`` for anything that is not a plain integer (``True`` is not 1)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _count(value: Any, name: str) -> int | None:
+    """A token count, or ``None`` for anything that is not a plain integer (``True`` is not 1).
+
+    Raises:
+        ProtocolViolation: The count is a negative integer, which no tokenizer produces.
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    if value < 0:
+        raise ProtocolViolation(f"usage.{name} is {value}; a token count cannot be negative")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +155,15 @@ def _usage(payload: Mapping[str, Any]) -> _Usage:
         return _Usage()
     details = usage.get("completion_tokens_details")
     candidates = [
-        _count(details.get("reasoning_tokens")) if isinstance(details, Mapping) else None,
-        _count(usage.get("reasoning_tokens")),  # SGLang's UsageInfo puts it here
+        _count(details.get("reasoning_tokens"), "completion_tokens_details.reasoning_tokens")
+        if isinstance(details, Mapping) else None,
+        _count(usage.get("reasoning_tokens"), "reasoning_tokens"),  # SGLang's UsageInfo
     ]
     # A server may fill one place and leave the other at a default 0: the larger is the count.
     known = [c for c in candidates if c is not None]
     return _Usage(
-        prompt=_count(usage.get("prompt_tokens")),
-        completion=_count(usage.get("completion_tokens")),
+        prompt=_count(usage.get("prompt_tokens"), "prompt_tokens"),
+        completion=_count(usage.get("completion_tokens"), "completion_tokens"),
         reasoning=max(known) if known else None,
     )
 
@@ -178,9 +192,12 @@ def _read(payload: Any, container: str) -> ChunkView:
     if not isinstance(payload, Mapping):
         raise ProtocolViolation(f"expected a JSON object, got {type(payload).__name__}")
     error = _error_message(payload)
+    if error is not None:  # the server's own complaint wins over a bad count beside it
+        try:
+            return _view(_usage(payload), error=error)
+        except ProtocolViolation:
+            return _view(_Usage(), error=error)
     usage = _usage(payload)
-    if error is not None:
-        return _view(usage, error=error)
     choices = payload.get("choices")
     if choices is None:
         if not usage.reported:

@@ -41,7 +41,8 @@ class Outcome(StrEnum):
     SERVER_ERROR = "server_error"
     """HTTP error status, an in-band ``error`` object, or an ``event: error``."""
     PROTOCOL_ERROR = "protocol_error"
-    """The bytes were not valid SSE / JSON in the OpenAI shape."""
+    """The bytes were not valid SSE / JSON in the OpenAI shape, held invalid UTF-8, reported
+    impossible usage counts, or ran past the response bounds (``loadgen.limits``)."""
     TIMEOUT = "timeout"
     """The request exceeded its deadline; partial data kept."""
 

@@ -4,7 +4,12 @@ Implements "Interpreting an event stream" of the WHATWG HTML standard, section 9
 
 * The stream is UTF-8; invalid bytes decode to U+FFFD (never an error). A multi-byte character
   split across reads is reassembled, because only whole lines are decoded. One leading UTF-8 BOM
-  at the very start of the stream is stripped; a BOM anywhere else is content.
+  at the very start of the stream is stripped; a BOM anywhere else is content. The replacement
+  is not silent: an event any of whose lines held bytes that are not UTF-8 is dispatched with
+  :attr:`SSEEvent.invalid_utf8` set, since the standard's grammar allows only characters in a
+  stream and a server that sends other bytes is broken, however readable the rest looks (a
+  JSON payload with U+FFFD in a string is still valid JSON). Comment lines and blocks that
+  dispatch nothing carry nothing and are not flagged.
 * Lines end with CRLF, LF or CR, mixed freely. A CR that ends a read already ends its line; an LF
   that starts the next read is swallowed, so a CRLF split across reads is one line ending.
 * A blank line dispatches the event. A line starting with ``:`` is a comment. Otherwise the field
@@ -18,6 +23,10 @@ Implements "Interpreting an event stream" of the WHATWG HTML standard, section 9
   is dispatched; otherwise the event has type ``event`` (or ``"message"``) and the buffers reset.
 * At end of file a pending, undispatched event is discarded (:attr:`SSEParser.has_partial_event`
   and :attr:`SSEParser.has_pending_bytes` let the caller flag a truncated stream).
+
+The parser counts what it was fed (:attr:`SSEParser.bytes_fed`) and what it dispatched
+(:attr:`SSEParser.events_dispatched`), so a caller can bound an endless stream; the bound itself
+is the caller's policy (the client's is ``64 x max_tokens`` events), not the framing's.
 
 The parser never reads a clock: each :meth:`SSEParser.feed` call carries the receipt time of its
 bytes, and an event is stamped with the time of the read that held its dispatching blank line.
@@ -53,6 +62,8 @@ class SSEEvent:
         id: The last event ID at dispatch (persists across events); None if never set.
         retry: The reconnection time in ms at dispatch (persists across events); None if never set.
         t_ns: Receipt time of the read that held the event's dispatching blank line.
+        invalid_utf8: Some line of the event's block held bytes that are not UTF-8 (they were
+            replaced with U+FFFD in ``data``/``event``, as the standard says).
     """
 
     event: str
@@ -60,6 +71,7 @@ class SSEEvent:
     id: str | None
     retry: int | None
     t_ns: int
+    invalid_utf8: bool = False
 
 
 class SSEParser:
@@ -74,12 +86,15 @@ class SSEParser:
 
     __slots__ = (
         "_at_start",
+        "_block_invalid",
         "_block_started",
         "_buf",
+        "_bytes_fed",
         "_closed",
         "_data",
         "_error",
         "_event_type",
+        "_events",
         "_last_id",
         "_max",
         "_retry",
@@ -100,6 +115,9 @@ class SSEParser:
         self._last_id: str | None = None
         self._retry: int | None = None
         self._block_started = False  # a field line arrived since the last blank line
+        self._block_invalid = False  # a field line of the current block was not UTF-8
+        self._bytes_fed = 0
+        self._events = 0
 
     @property
     def has_partial_event(self) -> bool:
@@ -111,6 +129,16 @@ class SSEParser:
     def has_pending_bytes(self) -> bool:
         """True if bytes of an unterminated line are buffered (at EOF: they are discarded)."""
         return bool(self._buf)
+
+    @property
+    def bytes_fed(self) -> int:
+        """Bytes passed to :meth:`feed` so far, as received (a leading BOM included)."""
+        return self._bytes_fed
+
+    @property
+    def events_dispatched(self) -> int:
+        """Events returned by :meth:`feed` so far."""
+        return self._events
 
     @property
     def last_event_id(self) -> str | None:
@@ -140,6 +168,7 @@ class SSEParser:
             raise SSEError("SSE parser: feed() after close()")
         if self._error is not None:
             raise self._error
+        self._bytes_fed += len(chunk)
         if self._skip_lf and chunk:
             self._skip_lf = False
             if chunk[0] == 0x0A:
@@ -167,7 +196,12 @@ class SSEParser:
             self._buf.clear()
         self._skip_lf = chunk[cut] == 0x0D and cut == len(chunk) - 1  # CR ends the chunk
         self._buf += chunk[cut + 1 :]
-        text = head.decode("utf-8", "replace")
+        try:
+            text = head.decode("utf-8")
+            invalid: frozenset[int] = frozenset()
+        except UnicodeDecodeError:
+            text = head.decode("utf-8", "replace")
+            invalid = _invalid_lines(head)
         if "\r" in text:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         lines = text.split("\n")
@@ -178,7 +212,8 @@ class SSEParser:
             too_long = next((i for i, b in enumerate(sizes) if len(b) > self._max), -1)
             if too_long >= 0:
                 del lines[too_long:]
-        events = self._process(lines, t_ns)
+        events = self._process(lines, t_ns, invalid)
+        self._events += len(events)
         if too_long >= 0:
             self._fail(len(sizes[too_long]), events)
         elif len(self._buf) > self._max:
@@ -208,12 +243,16 @@ class SSEParser:
         if not events:
             raise self._error
 
-    def _process(self, lines: list[str], t_ns: int) -> list[SSEEvent]:
-        """Interprets complete, decoded lines; returns the events they dispatch."""
+    def _process(self, lines: list[str], t_ns: int, invalid: frozenset[int]) -> list[SSEEvent]:
+        """Interprets complete, decoded lines; returns the events they dispatch.
+
+        ``invalid`` holds the indices of the lines that were not valid UTF-8.
+        """
         events: list[SSEEvent] = []
         data = self._data
         started = self._block_started
-        for line in lines:
+        bad_block = self._block_invalid
+        for i, line in enumerate(lines):
             if not line:  # blank line: dispatch
                 started = False
                 if data:
@@ -224,14 +263,18 @@ class SSEParser:
                             self._last_id,
                             self._retry,
                             t_ns,
+                            bad_block,
                         )
                     )
                     data = []
+                bad_block = False
                 self._event_type = ""
                 continue
             if line[0] == ":":  # comment
                 continue
             started = True
+            if invalid and i in invalid:
+                bad_block = True
             name, _, value = line.partition(":")
             if value[:1] == " ":
                 value = value[1:]
@@ -246,4 +289,21 @@ class SSEParser:
                 self._retry = int(value)
         self._data = data
         self._block_started = started
+        self._block_invalid = bad_block
         return events
+
+
+def _invalid_lines(head: bytes) -> frozenset[int]:
+    """Indices of the lines of ``head`` (complete lines, any endings) that are not UTF-8.
+
+    Splitting the bytes gives the same lines as splitting the decoded text: CR and LF never
+    occur inside a multi-byte sequence, and the replacing decoder never swallows them.
+    """
+    lines = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    bad = []
+    for i, line in enumerate(lines):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(i)
+    return frozenset(bad)

@@ -82,6 +82,12 @@ class Param:
         if self.kind in ("int", "log_int", "float"):
             if self.low is None or self.high is None or not self.low <= self.high:
                 raise ConfigError(f"{where}: needs low <= high (got {self.low}, {self.high})")
+            if not (math.isfinite(self.low) and math.isfinite(self.high)):
+                raise ConfigError(f"{where}: needs finite bounds (got {self.low}, {self.high})")
+            if self.kind != "float" and not (float(self.low).is_integer()
+                                             and float(self.high).is_integer()):
+                raise ConfigError(f"{where}: {self.kind} bounds must be whole numbers "
+                                  f"(got {self.low}, {self.high})")
             if self.kind == "log_int" and self.low < 1:
                 raise ConfigError(f"{where}: log_int needs low >= 1 (got {self.low})")
         if self.kind == "categorical" and not self.choices:
@@ -101,8 +107,8 @@ class Param:
             values = self.values
             return values[min(int(u * len(values)), len(values) - 1)]
         assert self.low is not None and self.high is not None
-        if self.kind == "float":
-            return round(self.low + u * (self.high - self.low), 4)
+        if self.kind == "float":  # rounded for readable configs, kept inside the bounds
+            return min(self.high, max(self.low, round(self.low + u * (self.high - self.low), 4)))
         if self.kind == "log_int":
             lo, hi = math.log(self.low), math.log(self.high + 1)
             return int(min(self.high, max(self.low, math.floor(math.exp(lo + u * (hi - lo))))))
@@ -133,7 +139,10 @@ class Param:
 class Constraint:
     """A known rule between parameters, repaired before launch or rejected.
 
-    ``repair`` returns the config made valid, or ``None`` when it cannot be repaired.
+    ``repair`` returns the config made valid, or ``None`` when it cannot be repaired; a config
+    that already meets the rule comes back unchanged. It may change only searched
+    (``situational``) parameters, and only to values inside their bounds
+    (:meth:`SearchSpace.repair` raises ``AssertionError`` otherwise).
     """
 
     description: str
@@ -194,13 +203,41 @@ class SearchSpace:
         return [p.to_unit(config[p.name]) for p in self.tunable]
 
     def repair(self, config: Config) -> Config | None:
-        """Apply every constraint's repair in order; ``None`` if one cannot be satisfied."""
-        current: Config | None = dict(config)
-        for constraint in self.constraints:
-            if current is None:
-                return None
-            current = constraint.repair(current)
-        return current
+        """Apply every constraint's repair in order, again until none changes anything (a
+        repair for one rule can break another); ``None`` if one cannot be satisfied or they
+        keep pulling against each other.
+
+        Raises:
+            AssertionError: A repair moved a parameter that is not searched, or moved one
+                outside its bounds (a bug in the repair: never a proposal to run).
+        """
+        current = dict(config)
+        for _ in range(2 * len(self.constraints) + 1):
+            changed = False
+            for constraint in self.constraints:
+                repaired = constraint.repair(current)
+                if repaired is None:
+                    return None
+                changed = changed or repaired != current
+                current = repaired
+            if not changed:  # every rule met the config as it was: done
+                self._check_moves(config, current)
+                return current
+        return None
+
+    def _check_moves(self, original: Mapping[str, Any], repaired: Mapping[str, Any]) -> None:
+        for name, value in repaired.items():
+            if name in original and original[name] == value:
+                continue
+            param = next((p for p in self.params if p.name == name), None)
+            if param is None or param.light is not Light.SITUATIONAL:
+                raise AssertionError(f"a constraint repair set {name} = {value!r}, which is "
+                                     "not a searched parameter")
+            if not param.contains(value):
+                allowed = (list(param.values) if param.kind in ("bool", "categorical")
+                           else f"[{param.low:g}, {param.high:g}]")
+                raise AssertionError(f"a constraint repair set {name} = {value!r}, outside "
+                                     f"its values {allowed}")
 
     def check_forbidden(self, config: Mapping[str, Any]) -> None:
         """Raise if ``config`` changes a forbidden parameter."""

@@ -33,6 +33,8 @@ from typing import IO
 from tunegate.errors import ServerError
 
 __all__ = [
+    "TAIL_BYTES",
+    "TAIL_CHARS",
     "LaunchSpec",
     "ServerProcess",
     "StopResult",
@@ -43,6 +45,11 @@ __all__ = [
     "stop",
     "wait_until_ready",
 ]
+
+TAIL_BYTES = 64 * 1024
+"""How much of a server's log :meth:`ServerProcess.log_tail` reads (from the end)."""
+TAIL_CHARS = 2000
+"""How many characters of it a quoted tail keeps (the end: where an engine says why)."""
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper_done = False
@@ -135,15 +142,23 @@ class ServerProcess:
         return self.popen.poll()
 
     def log_tail(self, lines: int = 12) -> str:
-        """The log's last ``lines`` lines, joined with `` | `` (secrets masked)."""
+        """The log's last ``lines`` lines, joined with `` | `` (secrets masked).
+
+        Reads only the log's last :data:`TAIL_BYTES` (an engine that logged for hours, or
+        one line without end, is not read whole) and keeps the last :data:`TAIL_CHARS`
+        characters of the result: it is quoted in errors, the run's story and its report.
+        """
         if self._pump is not None and self.popen.poll() is not None:
             self._pump.join(timeout=1.0)
         try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            with self.log_path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - TAIL_BYTES))
+                text = log.read().decode("utf-8", errors="replace")
         except OSError:
             return "(no log)"
         kept = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("# tunegate")]
-        return redact(" | ".join(kept[-lines:]), self.spec.secrets) or "(no output)"
+        tail = redact(" | ".join(kept[-lines:]), self.spec.secrets)
+        return ("..." + tail[-TAIL_CHARS:] if len(tail) > TAIL_CHARS else tail) or "(no output)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +210,7 @@ def _log_file(log_dir: Path, name: str, port: int) -> Path:
     log_dir.mkdir(parents=True, exist_ok=True)
     for n in range(1, 100_000):
         path = log_dir / f"{name}-{port}-{n:03d}.log"
-        if not path.exists():
+        if not os.path.lexists(path):  # a dangling link counts as taken: never write through it
             return path
     raise ServerError(f"{name}: too many server logs in {log_dir}; clean it up")  # pragma: no cover
 
@@ -226,7 +241,9 @@ def launch(spec: LaunchSpec, log_dir: Path | str, *, name: str = "server") -> Se
     log_path = _log_file(Path(log_dir), name, spec.port)
     env = {**os.environ, **spec.env} if spec.inherit_env else dict(spec.env)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    log = log_path.open("wb")
+    # O_EXCL (and O_NOFOLLOW): a file or link planted under this name since is refused.
+    log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                            0o600), "wb")
     log.write(f"# tunegate: {name} launching {' '.join(spec.redacted_argv())}\n".encode())
     if spec.env:
         shown = " ".join(f"{k}={redact(v, spec.secrets)}" for k, v in sorted(spec.env.items()))

@@ -73,11 +73,16 @@ class StartResult(Generic[H]):
         config: The config started.
         handle: The running server, or ``None`` when it failed (and was stopped).
         report: Verification, with the ``start`` step first.
+        server_output: When the server started but failed verification: the last lines of its
+            own output (secrets masked), read after it was stopped, so that whoever reports
+            the failure can quote what the engine said. ``None`` otherwise: a start that failed
+            outright carries those lines in its ``start`` step already.
     """
 
     config: ServerConfig
     handle: H | None
     report: VerificationReport
+    server_output: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,6 +102,8 @@ class RestartOutcome(Generic[H]):
         running_config: The config now serving (``None``: nothing usable runs).
         handle: The running server's handle, to pass as ``current`` next time.
         duration_s: Wall time of the whole restart.
+        server_output: The new config's last lines of output when it started but failed
+            verification (:attr:`StartResult.server_output`).
     """
 
     status: RestartStatus
@@ -106,6 +113,7 @@ class RestartOutcome(Generic[H]):
     running_config: ServerConfig | None
     handle: H | None
     duration_s: float
+    server_output: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,6 +134,7 @@ class RestartOutcome(Generic[H]):
             "rollback_report": self.rollback_report.to_dict() if self.rollback_report else None,
             "running_config": self.running_config.to_dict() if self.running_config else None,
             "duration_s": round(self.duration_s, 3),
+            "server_output": self.server_output,
         }
 
 
@@ -163,8 +172,14 @@ def start_with_verification(
     report.steps.insert(0, started)
     if not report.usable:
         adapter.stop(handle)
-        return StartResult(config, None, report)
+        return StartResult(config, None, report, _output_tail(handle))
     return StartResult(config, handle, report)
+
+
+def _output_tail(handle: object) -> str | None:
+    """The server's last lines of output, for handles that log to a file (processes)."""
+    tail = getattr(handle, "log_tail", None)
+    return tail() if callable(tail) else None
 
 
 def restart(
@@ -195,9 +210,9 @@ def restart(
                               new.handle, time.monotonic() - t0)
     if fallback_config is None:
         return RestartOutcome(RestartStatus.FAILED, new_config, new.report, None, None, None,
-                              time.monotonic() - t0)
+                              time.monotonic() - t0, new.server_output)
     back = start_with_verification(adapter, fallback_config, log_dir=log_dir, budget=budget)
     status = RestartStatus.ROLLED_BACK if back.ok else RestartStatus.ROLLBACK_FAILED
     return RestartOutcome(status, new_config, new.report, back.report,
                           fallback_config if back.ok else None, back.handle,
-                          time.monotonic() - t0)
+                          time.monotonic() - t0, new.server_output)

@@ -13,7 +13,13 @@ Each check is one recorded :class:`StepResult` (name, status, detail, duration) 
    itself (SGLang resolves some arguments after parsing; a switch left out means "engine
    default"), and a run that records ``False`` while the engine runs ``True`` would label its
    numbers with the wrong config: a difference fails the step, naming each parameter. An
-   engine that does not answer is *skipped* with the reason, never passed;
+   engine that does not answer is *skipped* with the reason, never passed. A parameter the
+   engine's answer does not list was not verified, neither confirmed nor contradicted: the
+   step passes for the parameters it compared (failing would reject every config that sets
+   a flag the engine does not echo; skipping would hide the ones it did confirm), and the
+   others are carried as :attr:`StepResult.unverified`, quoted in the detail and in
+   :meth:`VerificationReport.summary` (``not verified: x, y``). When none could be compared
+   the step is skipped;
 6. ``accelerator_memory``: ``nvidia-smi`` (or ``npu-smi info``) shows device memory in use at
    least the expected weights' size. Without such a tool the step is *skipped* with the reason
    recorded, never passed.
@@ -36,7 +42,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -44,11 +50,13 @@ import aiohttp
 
 from tunegate.loadgen.client import ClientConfig, send_request
 from tunegate.loadgen.records import Outcome
+from tunegate.loadgen.redact import mask_secrets
 from tunegate.workload.spec import RequestSpec
 
 __all__ = [
     "AcceleratorProbe",
     "AcceleratorReading",
+    "CheckOutcome",
     "EngineArgsCheck",
     "HttpAnswer",
     "StepResult",
@@ -148,12 +156,15 @@ class StepResult:
         status: Passed, failed, or skipped (``detail`` says why it was skipped).
         detail: What was observed (never a secret).
         duration_s: Wall time the step took.
+        unverified: What the step was asked to check and could not (``engine_args``: the
+            parameters the engine did not report); its status covers only the rest.
     """
 
     name: str
     status: StepStatus
     detail: str
     duration_s: float = 0.0
+    unverified: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -189,11 +200,19 @@ class VerificationReport:
         """The step called ``name``, if it ran or was skipped."""
         return next((s for s in self.steps if s.name == name), None)
 
+    @property
+    def unverified(self) -> list[str]:
+        """Everything a step that ran was asked to check and could not, in step order."""
+        return [name for s in self.steps if not s.skipped for name in s.unverified]
+
     def summary(self) -> str:
-        """One line: ``usable`` or the failed steps with their details."""
+        """One line: ``usable`` (with what was skipped or not verified) or the failed steps."""
         if self.usable:
-            skipped = [s.name for s in self.steps if s.skipped]
-            return "usable" + (f" (skipped: {', '.join(skipped)})" if skipped else "")
+            notes = [f"skipped: {', '.join(s.name for s in self.steps if s.skipped)}"] if any(
+                s.skipped for s in self.steps) else []
+            if self.unverified:
+                notes.append(f"not verified: {', '.join(self.unverified)}")
+            return "usable" + (f" ({'; '.join(notes)})" if notes else "")
         return "not usable: " + "; ".join(f"{s.name}: {s.detail}" for s in self.failures)
 
     def to_dict(self) -> dict[str, Any]:
@@ -203,9 +222,10 @@ class VerificationReport:
             d = asdict(s)
             d["status"] = s.status.value
             d["duration_s"] = round(s.duration_s, 6)
+            d["unverified"] = list(s.unverified)
             steps.append(d)
         return {"adapter": self.adapter, "base_url": self.base_url, "usable": self.usable,
-                "steps": steps}
+                "unverified": self.unverified, "steps": steps}
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,14 +253,22 @@ def http_get(url: str, *, timeout_s: float = 5.0, api_key: str | None = None) ->
         return HttpAnswer(None, "", f"{type(exc).__name__}: {reason}")
 
 
-def run_step(name: str, check: Callable[[], tuple[StepStatus, str]]) -> StepResult:
+CheckOutcome = tuple[StepStatus, str] | tuple[StepStatus, str, tuple[str, ...]]
+"""What a check returns: status, detail and, optionally, the names it could not verify."""
+
+
+def run_step(name: str, check: Callable[[], CheckOutcome]) -> StepResult:
     """Run ``check`` and time it; an exception becomes a failed step naming it."""
     t0 = time.monotonic()
+    unverified: tuple[str, ...] = ()
     try:
-        status, detail = check()
+        outcome = check()
+        status, detail = outcome[0], outcome[1]
+        if len(outcome) == 3:
+            unverified = outcome[2]
     except Exception as exc:  # a check must never take the verification down with it
         status, detail = StepStatus.FAILED, f"{type(exc).__name__}: {exc}"
-    return StepResult(name, status, detail, time.monotonic() - t0)
+    return StepResult(name, status, detail, time.monotonic() - t0, unverified)
 
 
 def _healthy(base_url: str, path: str, api_key: str | None) -> tuple[StepStatus, str]:
@@ -332,13 +360,20 @@ def _same(want: object, got: object) -> bool:
     return str(want) == str(got)
 
 
-def check_engine_args(base_url: str, check: EngineArgsCheck, *,
-                      api_key: str | None = None) -> tuple[StepStatus, str]:
+def check_engine_args(base_url: str, check: EngineArgsCheck, *, api_key: str | None = None
+                      ) -> tuple[StepStatus, str, tuple[str, ...]]:
     """Compare the values the engine reports it runs with the ones the config records.
 
     Only the requested names are read from the answer (it may hold secrets); their values
     appear in the detail, so the journal records what the engine really ran.
+
+    Returns:
+        The status, the detail, and the names not verified: not reported by the engine, or
+        all of them when its arguments could not be read. Passed means every parameter
+        compared runs as recorded and at least one was compared; the detail then ends with
+        ``not verified: x, y`` when some were not (see the module docstring).
     """
+    everything = tuple(check.expected)
     tried = []
     for path in check.paths:
         answer = http_get(base_url + path, timeout_s=10.0, api_key=api_key)
@@ -347,7 +382,7 @@ def check_engine_args(base_url: str, check: EngineArgsCheck, *,
         tried.append(f"GET {path} -> {answer.error or answer.status}")
     else:
         return StepStatus.SKIPPED, ("; ".join(tried) + ": the engine's running arguments were "
-                                    "not read (not a pass)")
+                                    "not read (not a pass)"), everything
     try:
         data = json.loads(answer.body)
     except ValueError:
@@ -355,7 +390,8 @@ def check_engine_args(base_url: str, check: EngineArgsCheck, *,
     if isinstance(data, dict) and isinstance(data.get("server_args"), dict):
         data = data["server_args"]  # an older layout nests them
     if not isinstance(data, dict):
-        return StepStatus.SKIPPED, f"GET {path} did not return a JSON object (not a pass)"
+        return (StepStatus.SKIPPED, f"GET {path} did not return a JSON object (not a pass)",
+                everything)
     differ, same, missing = [], [], []
     for name, want in check.expected.items():
         if name not in data:
@@ -365,15 +401,17 @@ def check_engine_args(base_url: str, check: EngineArgsCheck, *,
         else:
             differ.append(f"{name}: the config records {want!r}, the engine runs "
                           f"{data[name]!r}")
-    unread = f"; not reported: {', '.join(missing)}" if missing else ""
+    unread = (f"; not verified: {', '.join(missing)} (GET {path} does not report them)"
+              if missing else "")
     if differ:
         return StepStatus.FAILED, (
             "the engine decided other values than the config records (" + "; ".join(differ)
             + "): its numbers would be labelled with the wrong config; set these parameters "
-            "to what the engine runs, or leave them out" + unread)
+            "to what the engine runs, or leave them out" + unread), tuple(missing)
     if not same:
-        return StepStatus.SKIPPED, f"GET {path} reports none of {', '.join(missing)}"
-    return StepStatus.PASSED, f"runs as recorded: {', '.join(same)}{unread}"
+        return (StepStatus.SKIPPED, f"GET {path} reports none of {', '.join(missing)}: not "
+                "verified (not a pass)", tuple(missing))
+    return StepStatus.PASSED, f"runs as recorded: {', '.join(same)}{unread}", tuple(missing)
 
 
 def _memory(probe: AcceleratorProbe | None, min_mib: float) -> tuple[StepStatus, str]:
@@ -437,5 +475,8 @@ def verify_server(
             base, check, api_key=api_key)))
     report.steps.append(run_step("accelerator_memory", lambda: _memory(accelerator,
                                                                        min_memory_mib)))
+    # Details quote what the server said (model ids, error bodies, engine arguments): a server
+    # may echo the key it was sent, and the report goes to the journal and the console.
+    report.steps = [replace(s, detail=mask_secrets(s.detail, [api_key])) for s in report.steps]
     return report
 

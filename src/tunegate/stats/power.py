@@ -20,6 +20,14 @@ that rule (normal runs, one objective): it averages, over the chi-square law of 
 larger, so is their spread) and ``c`` the two-sided t critical value. :func:`gate_sample_size`
 inverts it (conservatively, see there); these are the repeats the benchmark gives the gate.
 
+Inputs are checked before any arithmetic, so extreme values are one
+:class:`~tunegate.errors.ConfigError` naming the value, never a ``ZeroDivisionError`` or an
+``OverflowError``: sigma in (0, :data:`MAX_SIGMA`], a non-zero effect of at most
+:data:`MAX_EFFECT` in size, alpha in [:data:`MIN_ALPHA`, 1) (below it the normal quantile is
+infinite in double precision), power above alpha and at most ``1 - MIN_ALPHA``, and budgets and
+results of at most :data:`MAX_REPEATS` repeats per arm (an effect that needs more is too small
+for its noise to be measured by repeating benchmarks).
+
 Example (seeded):
 
 >>> sample_size_z(0.02, 0.03)
@@ -37,6 +45,7 @@ False
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -48,6 +57,10 @@ from tunegate.errors import ConfigError
 from tunegate.stats.threshold import ThresholdPolicy
 
 __all__ = [
+    "MAX_EFFECT",
+    "MAX_REPEATS",
+    "MAX_SIGMA",
+    "MIN_ALPHA",
     "RepeatPlan",
     "gate_power",
     "gate_sample_size",
@@ -59,18 +72,38 @@ __all__ = [
     "sample_size_z",
 ]
 
-_MAX_N = 100_000
+MAX_REPEATS = 100_000
+"""Most repeats per arm a plan may need or a budget may offer."""
+MAX_SIGMA = 10.0
+"""Largest relative noise accepted (1,000%): beyond it the runs measure nothing."""
+MAX_EFFECT = 100.0
+"""Largest relative effect accepted (a 100-fold change): beyond it, a unit mistake."""
+MIN_ALPHA = 1e-10
+"""Smallest alpha (and ``1 - power``): the normal quantile is exact to there."""
+_MAX_N = MAX_REPEATS
 
 
 def _check(sigma: float, effect: float | None, alpha: float, power: float | None) -> None:
-    if not math.isfinite(sigma) or sigma <= 0:
-        raise ConfigError(f"sigma must be a positive relative noise (0.02 = 2%), got {sigma}")
-    if effect is not None and (not math.isfinite(effect) or effect == 0):
-        raise ConfigError(f"effect must be a non-zero relative effect (0.03 = 3%), got {effect}")
-    if not 0 < alpha < 1:
-        raise ConfigError(f"alpha must lie strictly between 0 and 1, got {alpha}")
-    if power is not None and not 0 < power < 1:
-        raise ConfigError(f"power must lie strictly between 0 and 1, got {power}")
+    if not math.isfinite(sigma) or not 0 < sigma <= MAX_SIGMA:
+        raise ConfigError(f"sigma must be a relative noise in (0, {MAX_SIGMA:g}] (0.02 = 2%), "
+                          f"got {sigma}")
+    if effect is not None and (not math.isfinite(effect) or effect == 0
+                               or abs(effect) > MAX_EFFECT):
+        raise ConfigError(f"effect must be a non-zero relative effect of at most "
+                          f"{MAX_EFFECT:g} in size (0.03 = 3%), got {effect}")
+    if not MIN_ALPHA <= alpha < 1:  # also refuses NaN
+        raise ConfigError(f"alpha must lie in [{MIN_ALPHA:g}, 1): below it the normal quantile "
+                          f"is infinite in double precision; got {alpha}")
+    if power is not None and not alpha < power <= 1 - MIN_ALPHA:
+        raise ConfigError(f"power must lie above alpha ({alpha:g}) and at most 1 - "
+                          f"{MIN_ALPHA:g}: a test that detects an effect less often than it "
+                          f"raises a false alarm measures nothing; got {power}")
+
+
+def _check_repeats(name: str, n: int, least: int = 2) -> None:
+    if not least <= n <= MAX_REPEATS:
+        raise ConfigError(f"{name} must be from {least} to {MAX_REPEATS:,} repeats per arm, "
+                          f"got {n}")
 
 
 def _z_alpha(alpha: float, two_sided: bool) -> float:
@@ -90,7 +123,13 @@ def sample_size_z(sigma: float, effect: float, alpha: float = 0.05, power: float
     """
     _check(sigma, effect, alpha, power)
     z = _z_alpha(alpha, two_sided) + float(sps.norm.ppf(power))
-    return max(2, math.ceil(z * z * 2 * sigma * sigma / (effect * effect) - 1e-9))
+    ratio = sigma / abs(effect)
+    n = z * z * 2 * ratio * ratio  # inf, not an error, when the ratio is extreme
+    if not n <= MAX_REPEATS:
+        raise ConfigError(
+            f"effect {abs(effect):.3g} under sigma {sigma:.3g} needs more than "
+            f"{MAX_REPEATS:,} repeats per arm: the effect is too small for its noise")
+    return max(2, math.ceil(n - 1e-9))
 
 
 def power_z(n: int, sigma: float, effect: float, alpha: float = 0.05,
@@ -112,8 +151,27 @@ def power_t(n: int, sigma: float, effect: float, alpha: float = 0.05,
     df = 2 * n - 2
     ncp = abs(effect) / (sigma * math.sqrt(2.0 / n))
     crit = float(sps.t.ppf(1 - alpha / 2 if two_sided else 1 - alpha, df))
-    p = float(sps.nct.sf(crit, df, ncp))
-    return p + float(sps.nct.cdf(-crit, df, ncp)) if two_sided else p
+    with warnings.catch_warnings():  # a series that did not converge is caught as NaN below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        upper = float(sps.nct.sf(crit, df, ncp))
+        lower = float(sps.nct.cdf(-crit, df, ncp)) if two_sided else 0.0
+    if not (math.isfinite(upper) and math.isfinite(lower)):
+        upper, lower = _nct_tails(crit, df, ncp)
+    return upper + lower if two_sided else upper
+
+
+def _nct_tails(crit: float, df: int, ncp: float) -> tuple[float, float]:
+    """``P(T > crit)`` and ``P(T < -crit)`` for the noncentral t, by quadrature.
+
+    SciPy's series gives NaN for a large noncentrality (about 20 and up, where the power is
+    near 1; measured at n = 1000, d / sigma = 1). ``T = (Z + ncp) / sqrt(V / df)`` with
+    ``V ~ chi2(df)``, so each tail is the mean of a normal tail over 4096 equal-probability
+    quantiles of ``V``.
+    """
+    q = (np.arange(4096) + 0.5) / 4096
+    scale = crit * np.sqrt(sps.chi2.ppf(q, df) / df)
+    return (float(np.mean(sps.norm.sf(scale - ncp))),
+            float(np.mean(sps.norm.cdf(-scale - ncp))))
 
 
 def sample_size_t(sigma: float, effect: float, alpha: float = 0.05, power: float = 0.8,
@@ -123,8 +181,9 @@ def sample_size_t(sigma: float, effect: float, alpha: float = 0.05, power: float
     n = max(2, sample_size_z(sigma, effect, alpha, power, two_sided) - 1)
     while power_t(n, sigma, effect, alpha, two_sided) < power:
         n += 1
-        if n > _MAX_N:  # pragma: no cover - unreachable for a non-zero effect
-            raise ConfigError("sample size exceeds 100000 repeats; the effect is too small")
+        if n > _MAX_N:
+            raise ConfigError(f"sample size exceeds {MAX_REPEATS:,} repeats per arm; the "
+                              "effect is too small for its noise")
     return n
 
 
@@ -133,8 +192,7 @@ def minimum_detectable_effect(n: int, sigma: float, alpha: float = 0.05, power: 
                               method: Literal["z", "t"] = "z") -> float:
     """Smallest relative effect detected with probability ``power`` at ``n`` repeats per arm."""
     _check(sigma, None, alpha, power)
-    if n < 2:
-        raise ConfigError(f"minimum detectable effect needs n >= 2 repeats per arm, got {n}")
+    _check_repeats("the minimum detectable effect's n", n)
     z_mde = (_z_alpha(alpha, two_sided) + float(sps.norm.ppf(power))) * sigma * math.sqrt(2.0 / n)
     if method == "z":
         return z_mde
@@ -192,8 +250,8 @@ def plan_repeats(sigma: float, effect: float, *, budget: int | None = None, alph
         power: target power.
         method: ``"z"`` closed form or ``"t"`` exact noncentral t.
     """
-    if budget is not None and budget < 2:
-        raise ConfigError(f"budget must be at least 2 repeats per arm, got {budget}")
+    if budget is not None:
+        _check_repeats("budget", budget)
     if method not in ("z", "t"):
         raise ConfigError(f"method must be 'z' or 't', got {method!r}")
     size = sample_size_z if method == "z" else sample_size_t
@@ -266,6 +324,8 @@ def gate_sample_size(sigma: float, effect: float, power: float = 0.8, *,
         ConfigError: ``max_n`` repeats do not suffice (e.g. the effect is below the floor).
     """
     _check(sigma, effect, alpha, power)
+    if noise_repeats is not None:
+        _check_repeats("noise_repeats", noise_repeats)
     for n in range(2, max_n + 1):
         if gate_power(n, sigma, effect, policy=policy, noise_repeats=noise_repeats,
                       alpha=alpha, pooled=not conservative) >= power:

@@ -3,7 +3,8 @@
 Sections (see the README for full examples)::
 
     [run]        mode ("sandbox" | "production"), budget (proposals), seed, approval
-    [server]     adapter, model, scenario (simulator), host, port, options, env
+    [server]     adapter, model, scenario (simulator), host, port, options, env,
+                 secret_env (env names to mask besides HF_TOKEN, *_API_KEY, *_SECRET...)
     [baseline]   the config the service runs today (engine parameters)
     [benchmark]  stream, endpoint, ignore_eos, request_timeout_s (the gauge's own settings)
     [workload]   tunegate.workload.WorkloadConfig fields
@@ -15,17 +16,24 @@ Sections (see the README for full examples)::
                  ("p99_ttft_ms:lower": extra objectives after [objective], five in all at most)
     [report]     plots (write pareto.png and study.db at the end)
 
+Beyond each field's type, loading refuses what would only fail later, or never end: a metric
+name no repeat can hold (:mod:`tunegate.tuner.metric_names`), a budget or repeat count outside
+[1, :data:`MAX_BUDGET`] / [2, :data:`MAX_REPEATS`], ``inf`` or ``nan`` in any float, a searched
+parameter without a starting value, and constraints no config of the space can meet
+(:mod:`tunegate.search.constraints`).
+
 Parameter names starting with ``benchmark.`` are benchmark settings (``benchmark.stream``), not
 engine flags; their traffic light is usually ``must_change``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import pydantic
 from pydantic import (
@@ -33,11 +41,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from tunegate.errors import ConfigError, InputFileError
+from tunegate.loadgen.redact import mask_url_password, url_holds_password
 from tunegate.search.constraints import parse_constraints
 from tunegate.search.objectives import (
     MAX_OBJECTIVES,
@@ -47,18 +57,64 @@ from tunegate.search.objectives import (
     parse_outcome_constraint,
 )
 from tunegate.search.space import Layer, Light, Param, SearchSpace
+from tunegate.tuner.metric_names import unknown_metric
 from tunegate.workload import WorkloadConfig, format_validation_error
 
 __all__ = ["TuneConfig", "default_config", "load_config"]
 
 
+MAX_BUDGET = 1000
+"""Proposals one run may make: each restarts the server and measures it ``[gate] repeats``
+times, and each proposal's decision records the whole search history, so the decision log grows
+with the square of the budget."""
+
+MAX_REPEATS = 1000
+"""Repeats per config: power analysis asks for 394 per arm to detect a 1% change under 5%
+run-to-run noise (``tunegate stats power --sigma 0.05 --effect 0.01 --method t``); past 1000 a
+repeat only adds hours of benchmarking to a gate that has long decided."""
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and NaN are refused in every float field (bounds, tolerances, timeouts): they pass
+    # ``ge``/``gt`` and then break arithmetic deep inside a run
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _budget(value: int) -> int:
+    if value < 1:
+        raise ValueError("at least 1 proposal (to measure the service as it is, without tuning, "
+                         "use `tunegate bench`)")
+    if value > MAX_BUDGET:
+        raise ValueError(f"at most {MAX_BUDGET} proposals: each one restarts the server and "
+                         "measures it [gate] repeats times, and every proposal's decision "
+                         "records the whole search history, so the decision log grows with the "
+                         "square of the budget; split the search into runs sharing a [search] "
+                         "study")
+    return value
+
+
+def _repeats(value: int) -> int:
+    if value < 2:
+        raise ValueError("at least 2 repeats: the gate's t-test needs two repeats per config to "
+                         "see their spread")
+    if value > MAX_REPEATS:
+        raise ValueError(f"at most {MAX_REPEATS} repeats: power analysis asks for 394 per config "
+                         "to detect a 1% change under 5% noise (tunegate stats power --sigma "
+                         "0.05 --effect 0.01 --method t); more only adds hours of benchmarking")
+    return value
+
+
+def _metric(name: str) -> str:
+    complaint = unknown_metric(name)
+    if complaint is not None:
+        raise ValueError(complaint)
+    return name
 
 
 class RunSection(_Strict):
     mode: Literal["sandbox", "production"] = "sandbox"
-    budget: int = Field(default=12, ge=1, le=1000, description="proposals to evaluate")
+    budget: Annotated[int, AfterValidator(_budget)] = Field(
+        default=12, description=f"proposals to evaluate (1 to {MAX_BUDGET})")
     seed: int = Field(default=0, ge=0)
     approval: Literal["prompt", "file", "command"] = "prompt"
     approval_file: Path | None = None
@@ -70,6 +126,9 @@ class RunSection(_Strict):
                                "rounds for drift (0: never)")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 class ServerSection(_Strict):
     adapter: str = "simulator-virtual"
     model: str | None = None
@@ -78,8 +137,27 @@ class ServerSection(_Strict):
     port: int = Field(default=8000, ge=1, le=65535)
     options: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    secret_env: list[str] = Field(default_factory=list, description="names of env variables "
+                                  "that hold secrets although their names do not say so "
+                                  "(HF_TOKEN, *_API_KEY, *_SECRET... are masked anyway)")
     startup_budget_s: float = Field(default=600.0, gt=0)
     noise: bool = True
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env_named(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        """Each name is an environment variable set in ``env``: a name that is not there is a
+        typo, and the secret it meant would be written to the run directory. (A field
+        validator, so that an error quotes the names, never the ``env`` values.)"""
+        env = info.data.get("env") or {}
+        for name in names:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, "
+                                 "digits and _, not starting with a digit)")
+            if name not in env:
+                raise ValueError(f"{name!r} is not set in [server] env; list only variables "
+                                 f"of env ({', '.join(sorted(env)) or 'it is empty'})")
+        return names
 
 
 class BenchmarkSection(_Strict):
@@ -107,21 +185,27 @@ class SpaceParam(_Strict):
 
 
 class MetricSection(_Strict):
-    metric: str
+    metric: Annotated[str, AfterValidator(_metric)]
     direction: Literal["higher", "lower"] = "higher"
     tolerance: float = Field(default=0.05, ge=0)
 
 
 class GateSection(_Strict):
     repeats: int | Literal["auto"] = "auto"
-    initial_repeats: int = Field(default=3, ge=2, description="baseline repeats before sigma")
-    max_repeats: int = Field(default=10, ge=2)
+    initial_repeats: Annotated[int, AfterValidator(_repeats)] = Field(
+        default=3, description="baseline repeats before sigma")
+    max_repeats: Annotated[int, AfterValidator(_repeats)] = 10
     min_effect: float = Field(default=0.05, gt=0, lt=1, description="effect power targets")
     alpha: float = Field(default=0.05, gt=0, lt=1)
     fdr: float = Field(default=0.05, gt=0, lt=1)
     multiplier: float = Field(default=2.0, gt=0)
     floor: float = Field(default=0.03, ge=0)
     power: float = Field(default=0.8, gt=0, lt=1)
+
+    @field_validator("repeats")
+    @classmethod
+    def _fixed_repeats(cls, repeats: int | Literal["auto"]) -> int | Literal["auto"]:
+        return repeats if repeats == "auto" else _repeats(repeats)
 
 
 _OBJECTIVE_RULE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*:\s*(higher|lower)\s*$")
@@ -145,30 +229,39 @@ def parse_objective(rule: str) -> Objective:
 
 
 def _objective_rule(rule: str) -> str:
-    parse_objective(rule)
+    complaint = unknown_metric(parse_objective(rule).metric)
+    if complaint is not None:
+        raise ValueError(f"objective {rule!r}: {complaint}")
     return rule
 
 
 def _slo_rule(rule: str) -> str:
     try:
-        parse_outcome_constraint(rule)
+        slo = parse_outcome_constraint(rule)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
+    if not math.isfinite(slo.bound):
+        raise ValueError(f"SLO {rule!r}: the limit must be a finite number")
+    complaint = unknown_metric(slo.metric)
+    if complaint is not None:
+        raise ValueError(f"SLO {rule!r}: {complaint}")
     return rule
 
 
 def _study_url(url: str) -> str:
     """A storage URL without a password: the config is copied into the journal and into every
-    proposal decision, so a secret there would be written to disk many times."""
-    parts = urlsplit(url)
-    if not parts.scheme or "://" not in url:
-        raise ValueError(f"study {url!r}: expected an Optuna storage URL such as "
-                         "'sqlite:////path/to/study.db' or 'postgresql://user@host/db'")
-    query = {key.lower() for key in parse_qs(parts.query)}
-    if parts.password is not None or query & {"password", "passwd", "pwd"}:
+    proposal decision, so a secret there would be written to disk many times. What counts as
+    a password (``user:secret@``, or a query key such as ``password``, ``PassWord``,
+    ``pass%77ord``, ``sslpassword``, ``pwd``, ``pass``, ``secret``, ``token``, in any case or
+    encoding) is :func:`~tunegate.loadgen.redact.url_holds_password`'s rule; the value this
+    check sees is already masked (:meth:`SearchSection._mask_study_password`)."""
+    if url_holds_password(url):
         raise ValueError("study: the URL holds a password, which would be written into the "
                          "journal and the decision log; use the database's own secret store "
                          "(PGPASSWORD, ~/.pgpass, ~/.my.cnf) and a URL without it")
+    if not urlsplit(url).scheme or "://" not in url:
+        raise ValueError(f"study {url!r}: expected an Optuna storage URL such as "
+                         "'sqlite:////path/to/study.db' or 'postgresql://user@host/db'")
     return url
 
 
@@ -217,6 +310,17 @@ class SearchSection(_Strict):
     study: Annotated[str, AfterValidator(_study_url)] | None = Field(
         default=None, description="an Optuna storage URL shared by several tuning runs")
     study_name: str = Field(default="tunegate", min_length=1, max_length=200)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mask_study_password(cls, data: Any) -> Any:
+        """Mask a password in ``study`` before any check sees it: the check refuses the URL,
+        and an error line quotes the value it refused (``(got '...')``), which then holds
+        ``***`` instead of the password."""
+        if isinstance(data, dict) and isinstance(study := data.get("study"), str) \
+                and url_holds_password(study):
+            return {**data, "study": mask_url_password(study)}
+        return data
 
     def outcome_constraints(self) -> tuple[OutcomeConstraint, ...]:
         """The SLOs, parsed."""
@@ -276,6 +380,39 @@ class TuneConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _searched_params_start_somewhere(self) -> TuneConfig:
+        """Every searched parameter needs a starting value (its ``default`` or a ``[baseline]``
+        entry): the baseline is the search's first point and the gate's reference arm. A
+        numeric one must start at a finite number."""
+        for index, param in enumerate(self.space):
+            if param.light is not Light.SITUATIONAL:
+                continue
+            start = self.baseline.get(param.name, param.default)
+            where = f"space.{index} ({param.name})"
+            if start is None:
+                raise ValueError(f"{where}: a searched parameter needs a starting value: give "
+                                 f"it a default in its [[space]] table or set {param.name} in "
+                                 "[baseline]")
+            numeric = param.kind in ("int", "log_int", "float")
+            if numeric and (isinstance(start, bool) or not isinstance(start, int | float)
+                            or not math.isfinite(start)):
+                source = "baseline" if param.name in self.baseline else "default"
+                raise ValueError(f"{where}: its {source} {start!r} is not a finite number")
+        return self
+
+    @model_validator(mode="after")
+    def _repeats_within_the_cap(self) -> TuneConfig:
+        """``[gate] repeats`` and ``initial_repeats`` stay within ``max_repeats``, the cap
+        power analysis works under: a fixed count past it would measure more than the cap."""
+        gate = self.gate
+        for name, value in (("repeats", gate.repeats), ("initial_repeats", gate.initial_repeats)):
+            if isinstance(value, int) and value > gate.max_repeats:
+                raise ValueError(f"gate.{name} = {value} exceeds gate.max_repeats = "
+                                 f"{gate.max_repeats}; lower it or raise max_repeats (at most "
+                                 f"{MAX_REPEATS})")
+        return self
+
+    @model_validator(mode="after")
     def _objectives_fit(self) -> TuneConfig:
         """At most five objectives in all, ``[objective]`` first, no metric twice."""
         try:
@@ -291,7 +428,7 @@ class TuneConfig(_Strict):
 
     def search_space(self) -> SearchSpace:
         params = [p.to_param() for p in self.space]
-        rules = parse_constraints(self.constraints, [p.name for p in params])
+        rules = parse_constraints(self.constraints, params)
         return SearchSpace.of(params, rules)
 
     def to_json(self) -> dict[str, Any]:
@@ -310,10 +447,18 @@ def load_config(path: Path) -> TuneConfig:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputFileError(f"{path}: no such file; pass --config PATH to a TOML file") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{path}: is a directory; pass --config PATH to a TOML file") from None
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{path}: not UTF-8 text (byte {exc.start}); TOML files are "
+                             "UTF-8: save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputFileError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise InputFileError(f"{path}: nested deeper than can be read; a tuning config needs "
+                             "a few levels at most") from None
     try:
         return TuneConfig.model_validate(raw)
     except pydantic.ValidationError as exc:

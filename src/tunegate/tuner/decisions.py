@@ -1,7 +1,8 @@
 """``decisions.jsonl``: every decision the tuner makes, auditable and replayable.
 
 Each decision is one :class:`~tunegate.tuner.journal.Journal` record of type ``"decision"``
-(same checksummed line format), whose ``data`` is :meth:`Decision.to_json`::
+(same checksummed line format; a tuning run's log is chained, with a ``decisions.head`` beside
+it), whose ``data`` is :meth:`Decision.to_json`::
 
     {"seq":4,"epoch":1,"type":"decision","data":{"component":"gate","component_version":"1",
      "id":"d4","input_hash":"9b1e...","inputs":{...},"kind":"gate_verdict","latency_ms":0.8,
@@ -13,22 +14,24 @@ JSON). A decision's id is ``d<seq>``, so ids are stable across replays. ``parent
 decision to the one it follows from (a verdict to its proposal); a ``keep`` must name in
 ``produced_by`` the decision that produced the kept config, so every "current best" traces back.
 
-Replay (:func:`replay_decisions`): a registry maps a component name to its version and a pure
-function ``(inputs, seed) -> outputs``; each recorded decision whose inputs were stored is
-re-run and its output hash compared with the recorded one.
+Replay (:func:`replay_decisions`, or :func:`replay_records` on records already read): a
+registry maps a component name to its version and a pure function ``(inputs, seed) -> outputs``;
+each recorded decision whose inputs were stored is re-run and its output hash compared with the
+recorded one. Inputs that held secrets hold them masked (:mod:`tunegate.tuner.masking`), and
+the live run decided on that masked form too, so the hashes agree.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from tunegate.tuner.digest import canonical_json, digest, normalize
-from tunegate.tuner.journal import Journal, read_journal
+from tunegate.tuner.journal import Journal, JournalRecord, read_journal
 from tunegate.tuner.lease import Lease
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "canonical_json",
     "digest",
     "replay_decisions",
+    "replay_records",
 ]
 
 RECORD_TYPE = "decision"
@@ -122,9 +126,9 @@ class DecisionLog:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, lease: Lease | None = None,
-             fsync_every: int = 1) -> DecisionLog:
+             fsync_every: int = 1, chained: bool = False) -> DecisionLog:
         """Open (creating if needed) a decision log; arguments as for :meth:`Journal.open`."""
-        return cls(Journal.open(path, lease=lease, fsync_every=fsync_every))
+        return cls(Journal.open(path, lease=lease, fsync_every=fsync_every, chained=chained))
 
     def get(self, decision_id: str) -> Decision:
         """Return the decision with this id (``KeyError`` if absent)."""
@@ -208,9 +212,18 @@ def replay_decisions(path: str | os.PathLike[str],
     Returns:
         One :class:`ReplayMismatch` per decision that differs, was recorded by another
         version, stored no inputs, or raised when re-run; empty when replay agrees.
+
+    Raises:
+        JournalCorruptError: The log is damaged (see :func:`~tunegate.tuner.journal.read_journal`).
     """
+    return replay_records(read_journal(path).records, registry)
+
+
+def replay_records(records: Iterable[JournalRecord],
+                   registry: Mapping[str, tuple[str, Decider]]) -> list[ReplayMismatch]:
+    """:func:`replay_decisions` on records already read (records of other types are skipped)."""
     mismatches: list[ReplayMismatch] = []
-    for record in read_journal(path).records:
+    for record in records:
         if record.type != RECORD_TYPE:
             continue
         try:

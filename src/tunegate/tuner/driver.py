@@ -36,20 +36,27 @@ from tunegate.stats.drift import PageHinkley
 from tunegate.stats.noise import estimate_noise
 from tunegate.tuner import deciders
 from tunegate.tuner.approval import Answer, confirm
-from tunegate.tuner.atomic import atomic_write_json
+from tunegate.tuner.atomic import private_directory
 from tunegate.tuner.config import BenchmarkSection, TuneConfig
 from tunegate.tuner.decisions import DecisionKind, DecisionLog
 from tunegate.tuner.digest import digest
+from tunegate.tuner.integrity import write_vouched_json
 from tunegate.tuner.journal import Journal
 from tunegate.tuner.lease import Lease
+from tunegate.tuner.masking import engine_env, recorded_config
 from tunegate.tuner.measure import Measurement, measure
+from tunegate.tuner.metric_names import missing_reason
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.shared import new_results, open_study, run_label
 from tunegate.tuner.states import Event, State, next_state
 from tunegate.tuner.summary import write_summary
 from tunegate.workload import build_workload
 
-__all__ = ["Tuner"]
+__all__ = ["METRIC_MISSING", "Tuner"]
+
+METRIC_MISSING = "metric missing"
+"""How the reason of a run stopped by :meth:`Tuner._metric_missing` begins (``tune`` exits 2:
+the config asks for a figure this service and workload do not produce)."""
 
 BENCH_PREFIX = "benchmark."
 LEASE_TTL_S = 30.0
@@ -77,6 +84,29 @@ def _recorded(config: TuneConfig, specs: list[MetricSpec]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _metric_fields(config: TuneConfig) -> dict[str, str]:
+    """Each metric the config names, with the field that names it (for messages)."""
+    fields = {c.metric: "[search] slos" for c in config.search.outcome_constraints()}
+    fields |= {o.metric: "[search] objectives" for o in config.search.extra_objectives()}
+    fields |= {g.metric: f"guardrails.{i}" for i, g in enumerate(config.guardrails)}
+    return fields | {config.objective.metric: "[objective] metric"}
+
+
+def _failed_steps(report: dict[str, Any] | None) -> str:
+    """What the failed steps of a verification report (its ``to_dict`` form) say."""
+    steps = (report or {}).get("steps", [])
+    return "; ".join(f"{s['name']}: {s['detail']}" for s in steps
+                     if s.get("status") == "failed") or "no reason recorded"
+
+
+def _restart_failure(record: dict[str, Any]) -> str:
+    """Why a restart's new config failed (its ``to_dict`` form), with the server's last output
+    when it started but failed verification."""
+    why = _failed_steps(record.get("report"))
+    output = record.get("server_output")
+    return f"{why}; the server's last output: {output}" if output and output not in why else why
+
+
 class Tuner:
     """Runs (or resumes) one tuning run in ``run_dir``.
 
@@ -98,6 +128,9 @@ class Tuner:
         self.lock_dir = lock_dir or Path(os.environ.get(
             "TUNEGATE_LOCK_DIR", Path.home() / ".cache" / "tunegate" / "locks"))
         self.space = config.search_space()
+        self.env = engine_env(config.server)
+        """``[server] env`` as the engine gets it: secrets real (the journal holds them masked,
+        :mod:`tunegate.tuner.masking`; a resumed run takes them from the environment)."""
         self.adapter: Any = self._adapter()
         self.handle: Any = None
         self.workload = build_workload(config.workload)
@@ -116,6 +149,9 @@ class Tuner:
         self._seen: dict[tuple[str, str], str] = {}
         self.study: Any = None
         """The study shared with other runs (``[search] study``), opened by :meth:`run`."""
+        self._start_failure = ""
+        """What the last failed start said (the engine's complaint, its log's last lines)."""
+        self._metric_field = _metric_fields(config)
         self._learn_read = False
         """Whether the PROPOSE handler running now already read the shared study (a journalled
         ``learn`` record after the last transition: a resume re-runs it with that data)."""
@@ -142,7 +178,7 @@ class Tuner:
         engine = {k: v for k, v in params.items() if not k.startswith(BENCH_PREFIX)}
         model = server.model or getattr(self.adapter, "model", None) or "model"
         return ServerConfig(model, engine, host=server.host, port=server.port,
-                            env=dict(server.env))
+                            env=dict(self.env), secret_env=frozenset(server.secret_env))
 
     @staticmethod
     def _engine(params: dict[str, Any]) -> dict[str, Any]:
@@ -187,13 +223,14 @@ class Tuner:
         return decision.id
 
     def _open(self, resume: bool) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "logs").mkdir(exist_ok=True)
-        (self.run_dir / "measurements").mkdir(exist_ok=True)
-        self.journal = Journal.open(self.run_dir / "journal.jsonl", lease=self.lease)
-        self.decisions = DecisionLog.open(self.run_dir / "decisions.jsonl", lease=self.lease)
+        for directory in (self.run_dir, self.run_dir / "logs", self.run_dir / "measurements"):
+            private_directory(directory)  # 0700: logs and configs are nobody else's business
+        self.journal = Journal.open(self.run_dir / "journal.jsonl", lease=self.lease,
+                                    chained=True)
+        self.decisions = DecisionLog.open(self.run_dir / "decisions.jsonl", lease=self.lease,
+                                          chained=True)
         if not any(r.type == "config" for r in self.journal.records):
-            self.journal.append("config", self.config.to_json())
+            self.journal.append("config", recorded_config(self.config))
         self._seen = {(r.data["component"], r.data["input_hash"]): str(r.data["id"])
                       for r in self.decisions.journal.records if r.type == "decision"}
         fresh = RunState(bench=self.config.benchmark.model_dump(),
@@ -348,8 +385,13 @@ class Tuner:
         self.handle = started.handle
         self._serving(params if started.ok else None)
         if not started.ok:
-            failed = [s for s in started.report.steps if s.status.value == "failed"]
-            self.say(f"start failed: {failed[0].detail if failed else 'not usable'}")
+            why = _restart_failure({"report": started.report.to_dict(),
+                                    "server_output": started.server_output})
+            self._start_failure = why
+            line = f"start failed: {why}"
+            self.rs.story.append("start failed again, the same way" if self.rs.story
+                                 and self.rs.story[-1] == line else line)
+            self.say(line)
         return started.ok
 
     # ---- handlers ------------------------------------------------------------------------------
@@ -359,7 +401,8 @@ class Tuner:
         if (self.handle is None or self.serving != params) and not self._start(params):
             rs.failed_starts += 1
             if rs.failed_starts >= 2:
-                rs.reason = "the baseline config failed to start twice: environment abnormal"
+                rs.reason = ("the baseline config failed to start twice: environment "
+                             f"abnormal; last failure: {self._start_failure}")
                 self._record_abnormal()
                 return Event.SECOND_START_FAILED
             return Event.START_FAILED
@@ -381,7 +424,8 @@ class Tuner:
                 first = {k: v[:initial] for k, v in rs.baseline_values.items()}
                 if done >= self._plan(first):
                     break
-            self._measure_once("baseline", params, rs.kept_trial)
+            if self._metric_missing(self._measure_once("baseline", params, rs.kept_trial)):
+                return Event.ABORT
         values = rs.baseline_values
         rs.kept = dict(params)
         rs.kept_values = {k: list(v) for k, v in values.items()}
@@ -394,6 +438,21 @@ class Tuner:
                  f"{len(values[objective])} repeats, sigma {rs.sigma.get(objective, 0):.2%}")
         rs.baseline_values, rs.baseline_invalid = {}, 0
         return Event.OK
+
+    def _metric_missing(self, result: Measurement) -> bool:
+        """Whether a valid baseline repeat lacks a metric the config names; then the run
+        stops with the reason. Measuring again cannot help (one output token has no ITL, a
+        server that does not report its KV cache will not start to), and the baseline waited
+        for that value without end before: thousands of repeats a minute."""
+        gaps = [name for name in self.recorded if result.metric(name) is None]
+        if not result.valid or not gaps:
+            return False
+        name = gaps[0]
+        self.rs.reason = (f"{METRIC_MISSING}: the baseline's repeat {result.records_file} has no "
+                          f"{name} ({self._metric_field.get(name, 'the config')}): "
+                          f"{missing_reason(name)}; every repeat must hold the metrics the "
+                          "config names, so the run stops instead of measuring again")
+        return True
 
     def _preflight(self, params: dict[str, Any]) -> Event | None:
         """Measure the service as given once; apply the must-change fixes the gauge asks for."""
@@ -592,8 +651,8 @@ class Tuner:
                             "reason": f"remedy for {remedy['finding']}"}
         else:
             self._learn_shared()
-            inputs = {"config": self.config.to_json(), "history": list(rs.history),
-                      "budget": rs.search_budget}
+            inputs = {"config": recorded_config(self.config), "history": list(rs.history),
+                      "budget": rs.search_budget}  # decided on the masked form it records
             proposal, _ = self._decide(DecisionKind.PROPOSAL, "proposer", inputs)
             rs.history.append({"op": "ask"})
             params = self._engine({**rs.kept, **proposal["config"]})
@@ -639,13 +698,23 @@ class Tuner:
         status = (rs.last_restart or {}).get("status")
         if status == RestartStatus.STARTED.value:
             rs.failed_starts = 0
+            unverified = ((rs.last_restart or {}).get("report") or {}).get("unverified") or []
+            if unverified:  # the engine ran, but did not say it runs these as recorded
+                line = (f"trial {rs.candidate['trial'] if rs.candidate else '?'} started; "
+                        f"not verified (the engine does not report them): "
+                        f"{', '.join(map(str, unverified))}")
+                rs.story.append(line)
+                self.say(line)
             return Event.OK
         rs.failed_starts += 1
         self._tell({"op": "tell", "trial": rs.candidate["trial"] if rs.candidate else -1,
                     "value": None, "values": None})
         self._log_trial("START_FAILED")
-        self.say(f"trial {rs.candidate['trial'] if rs.candidate else '?'} failed to start "
-                 f"({status}); the kept config was restored")
+        self._start_failure = _restart_failure(rs.last_restart or {})
+        line = (f"trial {rs.candidate['trial'] if rs.candidate else '?'} failed to start "
+                f"({status}: {self._start_failure}); the kept config was restored")
+        rs.story.append(line)
+        self.say(line)
         return Event.START_FAILED
 
     def _measure(self) -> Event:
@@ -669,6 +738,15 @@ class Tuner:
         if not measurement["valid"]:
             self.say(f"measurement {measurement['name']} discarded by VALIDATE: "
                      + ", ".join(measurement["errors"]))
+            self._log_trial("INVALID")
+            return Event.INVALID
+        gaps = [s.name for s in self.specs if measurement["values"].get(s.name) is None]
+        if gaps:  # the gate cannot judge without it, and VERIFY would wait for it forever
+            line = (f"trial {rs.candidate['trial'] if rs.candidate else '?'}: measurement "
+                    f"{measurement['name']} has no {gaps[0]} ({missing_reason(gaps[0])}): "
+                    "discarded, the candidate is rolled back")
+            rs.story.append(line)
+            self.say(line)
             self._log_trial("INVALID")
             return Event.INVALID
         for name, value in measurement["values"].items():
@@ -768,7 +846,8 @@ class Tuner:
         rs.kept_decision = keep_id
         rs.kept_values = {k: list(v) for k, v in rs.candidate_values.items()}
         rs.rounds_since_keep = 0
-        atomic_write_json(self.run_dir / "kept.json", {
+        assert self.journal is not None
+        write_vouched_json(self.journal, self.run_dir, "kept.json", {  # its digest journalled
             "trial": rs.kept_trial, "params": rs.kept, "bench": rs.bench,
             "decision": keep_id, "gate_decision": rs.candidate.get("gate_decision")})
         self._log_trial("ACCEPT")
@@ -801,14 +880,17 @@ class Tuner:
         if rs.candidate is not None and "gate" in rs.candidate:
             self._log_trial(rs.candidate.get("verdict", rs.candidate["gate"]["decision"]))
         if restarted in (RestartStatus.ROLLED_BACK.value, RestartStatus.ROLLBACK_FAILED.value):
+            restart_record = rs.last_restart or {}
             rs.last_restart = None  # the restart already rolled back (or could not)
             if restarted == RestartStatus.ROLLBACK_FAILED.value:
-                rs.reason = "the kept config did not come back after a failed start"
+                rs.reason = ("the kept config did not come back after a failed start: "
+                             + _failed_steps(restart_record.get("rollback_report")))
                 self._record_abnormal()
                 return Event.ROLLBACK_FAILED
             if rs.failed_starts >= 2:
                 rs.reason = ("two consecutive starts failed: environment abnormal; the kept "
-                             "config is serving")
+                             "config is serving; last failure: "
+                             + _restart_failure(restart_record))
                 self._record_abnormal()
                 return Event.SECOND_START_FAILED
         else:

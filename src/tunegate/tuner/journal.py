@@ -1,15 +1,19 @@
-"""Append-only, checksummed JSONL journal: what a killed run resumes from.
+"""Append-only, checksummed, hash-chained JSONL journal: what a killed run resumes from.
 
 One record per line, keys in this order::
 
-    {"seq":1,"epoch":1,"type":"measurement","data":{"round":0,"ttft_ms":41.5},"crc":"3f0c..."}
+    {"seq":1,"epoch":1,"type":"measurement","data":{"round":0,"ttft_ms":41.5},"prev":"5d1e...",
+     "crc":"3f0c..."}
 
 - ``seq`` starts at 1 and is contiguous; ``epoch`` is the lease epoch of the writer (``0``
   without a lease) and never decreases along the file.
-- ``crc`` is the first 16 hex digits (64 bits) of the SHA-256 of the canonical JSON
-  (:func:`~tunegate.tuner.digest.canonical_json`) of ``{"seq", "epoch", "type", "data"}``.
-  SHA-256 rather than CRC-32 because a journal may grow past the ~77 000 records where a 32-bit
-  check has a 50% chance of one undetected collision; 64 bits is plenty and keeps lines short.
+- ``prev`` (chained journals only, see below) is the previous record's chain hash, or
+  :data:`GENESIS` for the first record.
+- A record's *chain hash* is the SHA-256 (64 hex digits) of the canonical JSON
+  (:func:`~tunegate.tuner.digest.canonical_json`) of ``{"seq", "epoch", "type", "data"}``, plus
+  ``"prev"`` when chained; ``crc`` is its first 16 hex digits (64 bits). SHA-256 rather than
+  CRC-32 because a journal may grow past the ~77 000 records where a 32-bit check has a 50%
+  chance of one undetected collision; 64 bits is plenty for damage and keeps lines short.
 
 Durability: :meth:`Journal.append` writes the whole line with one ``write`` on an ``O_APPEND``
 descriptor, then ``fdatasync`` (every record by default). A record is *acknowledged* when
@@ -19,8 +23,29 @@ Recovery (:meth:`Journal.open`): only newline-terminated lines count. If the *la
 unterminated, unparsable or fails its checksum, it was a write cut short (never acknowledged):
 it is reported (:attr:`Journal.torn`, a warning in the log) and truncated away. A bad line
 *followed by anything* is corruption, not a crash artefact: :class:`JournalCorruptError` names
-the file and line, and the run must stop. So does a ``seq`` gap or repeat, or an epoch that goes
-down (a writer with a stale lease wrote after a takeover).
+the file and line, and the run must stop. So does a ``seq`` gap or repeat, an epoch that goes
+down (a writer with a stale lease wrote after a takeover), or a broken chain link.
+
+Tamper evidence (``Journal.open(..., chained=True)``, what a tuning run's ``journal.jsonl`` and
+``decisions.jsonl`` use): each record carries the previous record's chain hash, so changing,
+removing or inserting a record breaks the link of the record after it, and the checksum alone
+no longer vouches for a line rewritten with a recomputed ``crc``. The chain's end, which no link
+protects, is kept in a small head file beside the journal (``journal.jsonl`` ->
+``journal.head``: ``{"records", "head", "epoch"}``, created with the journal and overwritten in
+place after every durable append), so a removed last record or an emptied file shows. The
+format follows the file: a journal written before chaining (no ``prev``) stays unchained when
+appended to.
+
+Telling a crash from tampering at the end of the file: the head is written only after its
+record is complete and on disk, so after a crash it names the last whole record or, when the
+crash fell between the record and the head update (or a power cut lost the head's latest
+page), an earlier one; never a later one. A cut-short last line is therefore one the head never
+vouched for, and is repaired as before; a damaged last line the head *does* vouch for was
+complete once and changed afterwards, which :meth:`Journal.open` refuses (as it refuses a head
+naming more records than the file holds, or a hash the chain does not have there). A head
+that lags is allowed: records past it still have to continue the chain, which no accident and
+no casual edit does.
+:func:`audit_journal` reports the same problems without raising (``tunegate replay``).
 """
 
 from __future__ import annotations
@@ -42,10 +67,19 @@ from tunegate.tuner.atomic import fsync_directory
 from tunegate.tuner.digest import canonical_json, normalize
 from tunegate.tuner.lease import Lease
 
-__all__ = ["Journal", "JournalRecord", "Replay", "TornTail", "encode_record", "read_journal"]
+__all__ = ["GENESIS", "ChainHead", "Journal", "JournalRecord", "Replay", "TornTail",
+           "audit_journal", "check_head", "encode_record", "head_path", "read_head",
+           "read_journal"]
 
 log = logging.getLogger(__name__)
 _KEYS = {"seq", "epoch", "type", "data", "crc"}
+_CHAINED_KEYS = _KEYS | {"prev"}
+GENESIS = hashlib.sha256(b"tunegate journal chain 1").hexdigest()
+"""The ``prev`` of a chained journal's first record."""
+HEAD_BYTES = 256
+"""The head file's fixed size (JSON padded with spaces): overwritten in place, one sector."""
+_CORRUPT_HINT = ("Stop, keep the directory for inspection, and resume from a copy truncated "
+                 "before that line only if you accept the loss")
 
 
 @dataclass(frozen=True)
@@ -70,58 +104,95 @@ class TornTail:
 
 @dataclass(frozen=True)
 class Replay:
-    """What :func:`read_journal` found: the valid records and any torn last line."""
+    """What :func:`read_journal` (or :func:`audit_journal`) found.
+
+    Attributes:
+        records: The valid records (:func:`audit_journal`: every line whose checksum holds).
+        torn: A cut-short last line, if any.
+        valid_bytes: The byte length of the part before it.
+        chained: Whether the records carry chain links (``prev``).
+        hashes: Each record's chain hash, in order.
+        lines: Each record's 1-based line number.
+        problems: :func:`audit_journal` only: everything wrong, each naming the file and line.
+    """
 
     records: list[JournalRecord]
     torn: TornTail | None
     valid_bytes: int
+    chained: bool = False
+    hashes: tuple[str, ...] = ()
+    lines: tuple[int, ...] = ()
+    problems: tuple[str, ...] = ()
 
 
-def _checksum(seq: int, epoch: int, type_: str, data: Any, *,
-              data_json: str | None = None) -> str:
-    """The first 16 hex digits of the SHA-256 of the canonical JSON of
-    ``{"seq", "epoch", "type", "data"}``; ``data_json``, when given, is ``canonical_json(data)``
-    already computed (the text is assembled in sorted key order, the same bytes)."""
-    if data_json is None:
-        data_json = canonical_json(data)
-    body = (f'{{"data":{data_json},"epoch":{canonical_json(epoch)},"seq":{canonical_json(seq)},'
-            f'"type":{canonical_json(type_)}}}')
-    return hashlib.sha256(body.encode("ascii")).hexdigest()[:16]
+@dataclass(frozen=True)
+class ChainHead:
+    """A chained journal's head file: how many records it vouches for, and the last one's hash."""
+
+    records: int
+    head: str
+    epoch: int
 
 
-def encode_record(seq: int, epoch: int, type_: str, data: Mapping[str, Any]) -> bytes:
-    """Return one journal line (with its newline) for the given record fields.
+def _hash(seq: int, epoch: int, type_: str, data_json: str, prev: str | None) -> str:
+    """The chain hash: SHA-256 of the canonical JSON of the record's fields (sorted keys; the
+    text is assembled in that order, the same bytes as ``canonical_json`` would give)."""
+    link = "" if prev is None else f'"prev":{canonical_json(prev)},'
+    body = (f'{{"data":{data_json},"epoch":{canonical_json(epoch)},{link}'
+            f'"seq":{canonical_json(seq)},"type":{canonical_json(type_)}}}')
+    return hashlib.sha256(body.encode("ascii")).hexdigest()
 
-    Raises:
-        ValueError: ``type_`` is empty or ``data`` holds NaN, infinity or a non-string key.
-        TypeError: ``data`` is not a mapping or holds a value JSON cannot represent.
-    """
+
+def _encode(seq: int, epoch: int, type_: str, data: Mapping[str, Any],
+            prev: str | None) -> tuple[bytes, str]:
     if not isinstance(type_, str) or not type_:
         raise ValueError("a journal record needs a non-empty string type")
     if not isinstance(data, Mapping):
         raise TypeError(f"journal data must be a mapping, not {type(data).__name__}")
     data_json = canonical_json(data)
-    crc = _checksum(seq, epoch, type_, data, data_json=data_json)
+    chain = _hash(seq, epoch, type_, data_json, prev)
+    link = "" if prev is None else f',"prev":"{prev}"'
     line = (f'{{"seq":{seq},"epoch":{epoch},"type":{json.dumps(type_)},'
-            f'"data":{data_json},"crc":"{crc}"}}\n')
-    return line.encode("ascii")
+            f'"data":{data_json}{link},"crc":"{chain[:16]}"}}\n')
+    return line.encode("ascii"), chain
 
 
-def _decode(raw: bytes) -> JournalRecord:
+def encode_record(seq: int, epoch: int, type_: str, data: Mapping[str, Any], *,
+                  prev: str | None = None) -> bytes:
+    """Return one journal line (with its newline) for the given record fields.
+
+    Args:
+        prev: The previous record's chain hash (:data:`GENESIS` for the first): a chained
+            line. ``None``: an unchained line, the format of journals written before chaining.
+
+    Raises:
+        ValueError: ``type_`` is empty or ``data`` holds NaN, infinity or a non-string key.
+        TypeError: ``data`` is not a mapping or holds a value JSON cannot represent.
+    """
+    return _encode(seq, epoch, type_, data, prev)[0]
+
+
+def _decode(raw: bytes) -> tuple[JournalRecord, str | None, str]:
+    """A line's record, its ``prev`` link (``None``: unchained) and its chain hash."""
     obj = json.loads(raw)
-    if not isinstance(obj, dict) or set(obj) != _KEYS:
-        raise ValueError(f"expected the keys {sorted(_KEYS)}")
+    if not isinstance(obj, dict) or set(obj) not in (_KEYS, _CHAINED_KEYS):
+        raise ValueError(f"expected the keys {sorted(_KEYS)} (and prev)")
     seq, epoch, type_, data, crc = (obj[k] for k in ("seq", "epoch", "type", "data", "crc"))
+    prev = obj.get("prev")
     if not (isinstance(seq, int) and isinstance(epoch, int) and isinstance(type_, str)
-            and isinstance(data, dict)):
-        raise ValueError("seq and epoch must be integers, type a string, data an object")
-    if crc != _checksum(seq, epoch, type_, data):
+            and isinstance(data, dict) and ("prev" not in obj or isinstance(prev, str))):
+        raise ValueError("seq and epoch must be integers, type and prev strings, data an object")
+    chain = _hash(seq, epoch, type_, canonical_json(data), prev)
+    if crc != chain[:16]:
         raise ValueError("checksum mismatch")
-    return JournalRecord(seq, epoch, type_, data)
+    return JournalRecord(seq, epoch, type_, data), prev, chain
 
 
 def read_journal(path: str | os.PathLike[str]) -> Replay:
-    """Read and verify a journal without changing it (``tunegate replay`` and reports use this).
+    """Read and verify a journal without changing it (``tunegate tune --resume`` and reports).
+
+    The chain links are checked; the head file is not (:meth:`Journal.open` and
+    :func:`audit_journal` do).
 
     Args:
         path: The journal file; a missing file reads as empty.
@@ -130,9 +201,29 @@ def read_journal(path: str | os.PathLike[str]) -> Replay:
         The valid records, the torn last line if any, and the byte length of the valid part.
 
     Raises:
-        JournalCorruptError: Damage before the last line, a seq gap or repeat, or a decreasing
-            epoch; the message names the file and the 1-based line.
+        JournalCorruptError: Damage before the last line, a seq gap or repeat, a decreasing
+            epoch or a broken chain link; the message names the file and the 1-based line.
     """
+    return _scan(path, strict=True)
+
+
+def audit_journal(path: str | os.PathLike[str]) -> Replay:
+    """Verify a journal and its head file, collecting every problem instead of raising.
+
+    ``records`` holds every line whose checksum holds, in or out of the chain, so the decisions
+    of a damaged log can still be re-derived; ``problems`` names each fault (file and line),
+    including :func:`check_head`'s. A cut-short last line the head never vouched for is a
+    crash artefact (``torn``), not a problem. A missing file reads as empty.
+    """
+    replay = _scan(path, strict=False)
+    problems = list(replay.problems)
+    if replay.chained or head_path(path).exists():  # an emptied chained journal: no records
+        problems += check_head(path, replay)
+    return Replay(replay.records, replay.torn, replay.valid_bytes, replay.chained,
+                  replay.hashes, replay.lines, tuple(problems))
+
+
+def _scan(path: str | os.PathLike[str], *, strict: bool) -> Replay:
     try:
         content = Path(path).read_bytes()
     except FileNotFoundError:
@@ -140,48 +231,149 @@ def read_journal(path: str | os.PathLike[str]) -> Replay:
     chunks = content.split(b"\n")
     terminated, tail = chunks[:-1], chunks[-1]
     records: list[JournalRecord] = []
+    hashes: list[str] = []
+    lines: list[int] = []
+    problems: list[str] = []
+    chained: bool | None = None
     offset = 0
+    follows_bad = False  # the previous line could not be read: its successor's links are moot
+    broken_links = 0  # after the first broken link, each later one is counted, not listed
+    torn: TornTail | None = None
     for index, raw in enumerate(terminated):
         lineno = index + 1
         try:
-            record = _decode(raw)
+            record, prev, chain = _decode(raw)
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
             if index == len(terminated) - 1 and not tail:
-                return Replay(records, TornTail(lineno, offset, len(raw) + 1, str(exc)), offset)
-            raise JournalCorruptError(
-                f"{path}, line {lineno}: {exc}, and valid-looking lines follow it; this is "
-                "corruption, not a cut-short write. Stop, keep the file for inspection, and "
-                "resume from a copy truncated before that line only if you accept the loss"
-            ) from exc
-        _check_order(path, lineno, record, records[-1] if records else None)
+                torn = TornTail(lineno, offset, len(raw) + 1, str(exc))
+                break
+            unreadable = (f"{path}, line {lineno}: {exc}, and valid-looking lines follow it; "
+                          f"this is corruption, not a cut-short write. {_CORRUPT_HINT}")
+            if strict:
+                raise JournalCorruptError(unreadable) from exc
+            problems.append(unreadable)
+            offset += len(raw) + 1
+            follows_bad = True
+            continue
+        if chained is None:
+            chained = prev is not None
+        problem: str | None = None if follows_bad else _order_problem(
+            path, lineno, record, records[-1] if records else None)
+        if problem is None and (prev is not None) != chained:
+            problem = (f"{path}, line {lineno}: " + (
+                "a record without a chain link among chained records: written or rewritten by "
+                "something other than tunegate" if chained else
+                "a chained record among unchained ones"))
+        if problem is None and chained and not follows_bad:
+            expected = hashes[-1] if records else GENESIS
+            if prev != expected:
+                broken_links += 1
+                before = f"line {lines[-1]}" if records else "the start of the chain"
+                if broken_links == 1 or strict:
+                    problem = (f"{path}, line {lineno}: its chain link does not match {before}: "
+                               "a record was changed, removed or inserted after it was written")
+        if problem is not None:
+            if strict:
+                raise JournalCorruptError(problem)
+            problems.append(problem)
         records.append(record)
+        hashes.append(chain)
+        lines.append(lineno)
         offset += len(raw) + 1
-    torn = None
-    if tail:
+        follows_bad = False
+    if torn is None and tail:
         torn = TornTail(len(terminated) + 1, offset, len(tail), "no final newline (partial write)")
-    return Replay(records, torn, offset)
+    if broken_links > 1:
+        problems.append(f"{path}: {broken_links - 1} more broken chain link(s) after the first "
+                        "(records after it were renumbered or rewritten too)")
+    return Replay(records, torn, offset, bool(chained), tuple(hashes), tuple(lines),
+                  tuple(problems))
 
 
-def _check_order(path: str | os.PathLike[str], lineno: int, record: JournalRecord,
-                 previous: JournalRecord | None) -> None:
+def _order_problem(path: str | os.PathLike[str], lineno: int, record: JournalRecord,
+                   previous: JournalRecord | None) -> str | None:
     expected = previous.seq + 1 if previous else 1
     if record.seq != expected:
-        raise JournalCorruptError(f"{path}, line {lineno}: seq {record.seq}, expected {expected}"
-                                  " (a record is missing or repeated)")
+        return (f"{path}, line {lineno}: seq {record.seq}, expected {expected} (a record is "
+                "missing or repeated)")
     if previous is not None and record.epoch < previous.epoch:
-        raise JournalCorruptError(
-            f"{path}, line {lineno}: epoch {record.epoch} after epoch {previous.epoch}: a writer "
-            "with a stale lease wrote after another run took over")
+        return (f"{path}, line {lineno}: epoch {record.epoch} after epoch {previous.epoch}: a "
+                "writer with a stale lease wrote after another run took over")
+    return None
+
+
+def head_path(path: str | os.PathLike[str]) -> Path:
+    """The head file of a chained journal: ``journal.jsonl`` -> ``journal.head``."""
+    return Path(path).with_suffix(".head")
+
+
+def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
+    """The head file of the journal at ``path``; ``None`` when there is none.
+
+    Raises:
+        ValueError: The head file is not one tunegate wrote.
+    """
+    try:
+        obj = json.loads(head_path(path).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"unreadable: {exc}") from None
+    if not (isinstance(obj, dict) and isinstance(obj.get("records"), int)
+            and isinstance(obj.get("head"), str) and isinstance(obj.get("epoch"), int)
+            and obj["records"] >= 0):
+        raise ValueError("expected the keys file, records, head and epoch")
+    return ChainHead(obj["records"], obj["head"], obj["epoch"])
+
+
+def check_head(path: str | os.PathLike[str], replay: Replay) -> list[str]:
+    """Problems between a chained journal (as read) and its head file; ``[]`` when they agree.
+
+    The head may lag the file (a crash between a record and its head update; a power cut
+    before the head's page was written back), but never names more records than the file
+    holds, nor a cut-short last line, nor another hash (see the module docstring).
+
+    Args:
+        path: The journal.
+        replay: What :func:`read_journal` or the audit read from it.
+    """
+    where = head_path(path)
+    try:
+        head = read_head(path)
+    except ValueError as exc:
+        return [f"{where}: {exc}; the chain head was damaged or edited"]
+    n = len(replay.records)
+    if head is None:  # created (durably) with the journal, before its first record
+        if n == 0:
+            return []
+        return [f"{where}: missing, but {path} holds {n} chained records: the head file was "
+                f"deleted, so records removed from the end of {Path(path).name} cannot be seen"]
+    if head.records > n:
+        torn = replay.torn
+        if torn is not None and head.records == n + 1:
+            return [f"{path}, line {torn.line}: damaged ({torn.reason}) although {where} "
+                    "vouches for it: changed after it was written, not cut short by a crash"]
+        return [f"{path}: holds {n} records but {where} vouches for {head.records}: records "
+                "were removed from its end"]
+    expected = replay.hashes[head.records - 1] if head.records else GENESIS
+    if head.head != expected:
+        line = replay.lines[head.records - 1] if head.records else 0
+        return [f"{path}, line {line}: record {head.records} does not match the chain head in "
+                f"{where}: the file was rewritten after it was written"]
+    return []
 
 
 class Journal:
     """An open journal: the replayed records plus an appender. Use :meth:`open`."""
 
     def __init__(self, path: Path, fd: int, replay: Replay, *, lease: Lease | None,
-                 epoch: int | None, fsync_every: int) -> None:
+                 epoch: int | None, fsync_every: int, chained: bool) -> None:
         self.path = path
         self.records: list[JournalRecord] = list(replay.records)
         self.torn = replay.torn
+        self.chained = chained
+        """Whether records carry chain links and the head file is kept (the file's format)."""
+        self._prev = replay.hashes[-1] if replay.hashes else GENESIS
         self._fd: int | None = fd
         self._size = replay.valid_bytes
         self._lease = lease
@@ -189,11 +381,12 @@ class Journal:
         self._fsync_every = fsync_every
         self._unsynced = 0
         self._broken = False
+        self._head_fd: int | None = None
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, lease: Lease | None = None,
-             epoch: int | None = None, fsync_every: int = 1) -> Journal:
+             epoch: int | None = None, fsync_every: int = 1, chained: bool = False) -> Journal:
         """Open (creating if needed) a journal for appending, after replaying and repairing it.
 
         Args:
@@ -202,16 +395,23 @@ class Journal:
             epoch: The epoch stamped on records when no lease is given; ``None`` (default)
                 continues the file's last epoch (0 for a new file).
             fsync_every: ``fdatasync`` after every N-th record (1, the default: every record;
-                0: only at :meth:`sync` and :meth:`close`).
+                0: only at :meth:`sync` and :meth:`close`). A chained journal needs 1: its head
+                file must never name a record that is not on disk.
+            chained: A new (empty) file gets chain links and a head file (see the module
+                docstring). An existing file keeps its own format whatever this says.
 
         Raises:
-            JournalCorruptError: See :func:`read_journal`.
+            JournalCorruptError: See :func:`read_journal`; and, for a chained journal, a head
+                file that does not match it (:func:`check_head`): records removed, rewritten,
+                or a last line damaged after it was written.
             LeaseBusyError: Another open :class:`Journal` (any process) writes this file.
             LeaseLostError: The lease is lost, or the file already holds a newer epoch.
+            ValueError: A chained journal with ``fsync_every`` other than 1.
         """
         target = Path(path)
         created = not target.exists()
-        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        journal: Journal | None = None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -220,17 +420,56 @@ class Journal:
             if created:
                 fsync_directory(target.parent if str(target.parent) else ".")
             replay = read_journal(target)
+            is_chained = replay.chained if replay.records else (
+                chained or head_path(target).exists())
+            if is_chained:
+                if fsync_every != 1:
+                    raise ValueError(f"{target}: a chained journal syncs every record "
+                                     "(fsync_every=1)")
+                problems = check_head(target, replay)
+                if problems:  # checked before the torn tail is cut: it may be the evidence
+                    raise JournalCorruptError(f"{problems[0]}. Stop and keep the directory for "
+                                              "inspection; tunegate replay lists every problem")
             if replay.torn is not None:
                 log.warning("%s: dropped a torn last record at line %d (%d bytes): %s", target,
                             replay.torn.line, replay.torn.length, replay.torn.reason)
                 os.ftruncate(fd, replay.valid_bytes)
                 os.fsync(fd)
-            journal = cls(target, fd, replay, lease=lease, epoch=epoch, fsync_every=fsync_every)
+            journal = cls(target, fd, replay, lease=lease, epoch=epoch, fsync_every=fsync_every,
+                          chained=is_chained)
             journal._current_epoch()
+            if is_chained:
+                journal._open_head()
         except BaseException:
+            if journal is not None and journal._head_fd is not None:
+                os.close(journal._head_fd)
             os.close(fd)
             raise
         return journal
+
+    def _open_head(self) -> None:
+        """Open (creating, durably, before any record) the head file, and bring it up to date:
+        after a crash it may lag the file."""
+        path = head_path(self.path)
+        created = not path.exists()
+        self._head_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        last = self.records[-1] if self.records else None
+        self._write_head(last.seq if last else 0, self._prev, last.epoch if last else 0)
+        os.fsync(self._head_fd)
+        if created:
+            fsync_directory(path.parent)
+
+    def _write_head(self, records: int, head: str, epoch: int) -> None:
+        """Overwrite the head file in place, after the record it names is on disk.
+
+        One ``pwrite`` of :data:`HEAD_BYTES` at offset 0: the file never changes size, so a
+        crash leaves the old head or the new one, never a mix (a single sector), and no
+        ``fsync`` is needed per record: a head that lags after a power cut is allowed
+        (:func:`check_head`), one ahead of the file is impossible.
+        """
+        assert self._head_fd is not None
+        text = json.dumps({"records": records, "head": head, "epoch": epoch})
+        os.pwrite(self._head_fd, (text.ljust(HEAD_BYTES - 1) + "\n").encode("ascii"), 0)
 
     @property
     def next_seq(self) -> int:
@@ -263,7 +502,7 @@ class Journal:
                                           "a failed write; reopen it to recover")
             epoch = self._current_epoch()
             seq = self.next_seq
-            line = encode_record(seq, epoch, type_, data)
+            line, chain = _encode(seq, epoch, type_, data, self._prev if self.chained else None)
             size = os.fstat(self._fd).st_size
             if size != self._size:
                 self._broken = True
@@ -277,6 +516,8 @@ class Journal:
                 if self._fsync_every and self._unsynced >= self._fsync_every:
                     os.fdatasync(self._fd)
                     self._unsynced = 0
+                if self.chained:
+                    self._write_head(seq, chain, epoch)
             except BaseException:
                 try:
                     os.ftruncate(self._fd, self._size)
@@ -284,6 +525,7 @@ class Journal:
                     self._broken = True
                 raise
             self._size += len(line)
+            self._prev = chain
             self.records.append(JournalRecord(seq, epoch, type_, _as_dict(data)))
             return seq
 
@@ -301,6 +543,10 @@ class Journal:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+            if self._head_fd is not None:
+                os.fsync(self._head_fd)
+                os.close(self._head_fd)
+                self._head_fd = None
 
     def __enter__(self) -> Journal:
         return self

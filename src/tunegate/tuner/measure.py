@@ -8,7 +8,8 @@ figures (``kv_cache_usage_peak``, ``preemptions``, ``server_queue_time_mean_ms``
 not reported, usable as objective, guardrail or SLO), the gauge's verdict (which also checks
 the server's metrics against the client's), and the per-metric values the gate compares. Full
 records and the ``server_metrics`` block go to the run directory, one file per measurement;
-the journal keeps the summary.
+the journal keeps the summary and the file's SHA-256 (``records_sha256``), which binds the file
+into the run's chain (:mod:`tunegate.tuner.integrity`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ class Measurement:
         validation: The gauge's report on these records.
         records_file: Where the records were written (relative to the run directory).
         server_metrics: The server's ``/metrics`` over the repeat (``None``: not scraped).
+        records_sha256: The SHA-256 of the records file as written.
     """
 
     summary: dict[str, Any]
     validation: ValidationReport
     records_file: str
     server_metrics: dict[str, Any] | None = None
+    records_sha256: str = ""
 
     @property
     def valid(self) -> bool:
@@ -63,7 +66,7 @@ class Measurement:
         keep = {k: v for k, v in self.summary.items()
                 if isinstance(v, int | float | str | type(None))}
         return {"summary": keep, "validation": self.validation.to_dict(),
-                "records_file": self.records_file}
+                "records_file": self.records_file, "records_sha256": self.records_sha256}
 
 
 def _records(
@@ -125,8 +128,8 @@ def measure(
     document: dict[str, Any] = {"records": [r.to_dict() for r in records]}
     if server is not None:
         document["server_metrics"] = server
-    atomic_write_json(run_dir / relative, document, indent=None)
-    return Measurement(summary, validation, str(relative), server)
+    written = atomic_write_json(run_dir / relative, document, indent=None)
+    return Measurement(summary, validation, str(relative), server, written)
 
 
 def load_records(run_dir: Path, records_file: str) -> list[RequestRecord]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tunegate.errors import ConfigError
+from tunegate.loadgen.redact import mask_url_password
 from tunegate.tuner.config import TuneConfig
 
 __all__ = ["fingerprint", "new_results", "open_study", "run_label"]
@@ -72,8 +73,10 @@ def open_study(config: TuneConfig, run_dir: Path) -> Any:
     except ConfigError as exc:
         raise ConfigError(f"search.study: {exc}") from None
     except Exception as exc:  # the database itself: unreachable, unreadable, no driver
-        raise ConfigError(f"search.study: cannot open {config.search.study!r}: "
-                          f"{type(exc).__name__}: {exc}") from None
+        # The config refuses a URL with a password; masking here too keeps this line safe
+        # for a config built in code, which may skip that check (model_construct).
+        raise ConfigError(f"search.study: cannot open {mask_url_password(config.search.study)!r}"
+                          f": {type(exc).__name__}: {exc}") from None
 
 
 def new_results(history: Sequence[Mapping[str, Any]], others: list[dict[str, Any]]

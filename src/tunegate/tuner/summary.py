@@ -16,13 +16,22 @@ a short run's end). Proposals stopped early (after one repeat) are not in the de
 one repeat is a cheaper fidelity than the full repeats the front compares;
 ``search.early_stopping`` lists them.
 Wording: "near-optimal within budget", never "optimal".
+
+``summary.json`` also keeps both journals' chain heads (``chain``,
+:func:`tunegate.tuner.integrity.chain_heads`), so ``tunegate replay`` sees a journal cut short
+even with its head file rewritten. No secret reaches these files: the config is never copied
+in, and every string is scrubbed of the ``[server] env`` secrets
+(:func:`tunegate.tuner.masking.scrub`) in case an engine's message quoted one. Every file is
+private (``0600``), ``study.db`` included.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +39,8 @@ from tunegate.search.delivery import WORDING, deliver
 from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstraint
 from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from tunegate.tuner.config import TuneConfig
+from tunegate.tuner.integrity import chain_heads
+from tunegate.tuner.masking import scrub, secret_values
 from tunegate.tuner.runstate import RunState
 
 __all__ = ["build_summary", "write_summary"]
@@ -349,6 +360,8 @@ def _extras(run_dir: Path, config: TuneConfig, summary: dict[str, Any],
     try:
         if config.search.study is None:  # else the shared study holds the trials already
             StudyStore(run_dir, config.search_space(), objectives).sync(points)
+            with contextlib.suppress(FileNotFoundError):  # SQLite creates it under the umask
+                os.chmod(run_dir / "study.db", 0o600)
     except ImportError as exc:  # pragma: no cover - optuna is in the search extra
         _LOG.warning("study.db not written: %s (pip install 'tunegate[search]')", exc)
     atomic_write_text(marker, digest)
@@ -358,7 +371,8 @@ def write_summary(run_dir: Path, config: TuneConfig, rs: RunState) -> dict[str, 
     """Write ``summary.json`` and ``report.md``, and in a final state ``pareto.png`` and
     ``study.db`` (unless ``[report] plots = false``); return the summary."""
     run_dir = Path(run_dir)
-    summary = build_summary(config, rs)
+    summary: dict[str, Any] = scrub(build_summary(config, rs), secret_values(config))
+    summary["chain"] = chain_heads(run_dir)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "report.md", _report(summary, plots=config.report.plots))
     if rs.state.is_final and config.report.plots:

@@ -8,6 +8,21 @@ Arrival rules: ``concurrency`` alone is a closed loop; ``request_rate`` alone is
 both together are open loop at ``request_rate`` capped at ``concurrency`` requests in flight.
 A preset (``dataset="seed"``) fills ``num_requests`` and, when neither is given,
 ``concurrency`` from its defaults; other datasets need one of the two.
+
+Absurd sizes are refused with the limit and its reason, before anything is built or sent
+(``num_requests 999999999999`` once tried to allocate 7 TiB):
+
+* ``num_requests`` and ``num_warmup``, together at most :data:`MAX_REQUESTS` (1,000,000): every
+  request's record is kept in memory, about 7 KB at 128 output tokens (measured), so 7 GB at
+  the limit;
+* ``concurrency`` at most :data:`MAX_CONCURRENCY` (65,536): each request in flight holds its
+  own TCP connection, and a client has at most 65,535 ports to one server;
+* a finite ``request_rate`` within [:data:`MIN_REQUEST_RATE`, :data:`MAX_REQUEST_RATE`]
+  (0.001 to 1,000,000 per second): slower, the run mostly waits (the first request alone
+  about 1000 s); faster, the gaps are shorter than sending one request takes, so ``inf``
+  says what is meant;
+* prompt and output lengths at most ``lengths.MAX_LENGTH`` (1,048,576 tokens, see there), and
+  the synthetic prompts of one workload at most ``builder.MAX_PROMPT_TOKENS`` in total.
 """
 
 from __future__ import annotations
@@ -25,14 +40,32 @@ from pydantic import (
     Field,
     PlainSerializer,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
 from tunegate.errors import ConfigError
-from tunegate.workload.lengths import LengthDistribution, parse_length_distribution
+from tunegate.workload.lengths import MAX_LENGTH, LengthDistribution, parse_length_distribution
 from tunegate.workload.presets import PRESETS
 
-__all__ = ["LengthField", "WorkloadConfig", "format_validation_error"]
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MAX_REQUESTS",
+    "MAX_REQUEST_RATE",
+    "MIN_REQUEST_RATE",
+    "LengthField",
+    "WorkloadConfig",
+    "format_validation_error",
+]
+
+MAX_REQUESTS = 1_000_000
+"""Most requests (measured and warm-up together) in one workload."""
+MAX_CONCURRENCY = 65_536
+"""Most requests in flight at once."""
+MIN_REQUEST_RATE = 0.001
+"""Slowest finite open-loop rate, requests per second."""
+MAX_REQUEST_RATE = 1_000_000.0
+"""Fastest finite open-loop rate, requests per second (``inf`` is allowed and means at once)."""
 
 
 def _to_distribution(value: Any) -> Any:
@@ -148,6 +181,10 @@ class WorkloadConfig(BaseModel):
             )
         if self.concurrency is None and self.request_rate is None:
             raise ValueError("set concurrency (closed loop) or request_rate (open loop)")
+        if self.num_requests + self.num_warmup > MAX_REQUESTS:
+            raise ValueError(
+                f"num_requests + num_warmup = {self.num_requests + self.num_warmup:,} exceeds "
+                f"{MAX_REQUESTS:,}: every request's record is kept in memory; split the run")
         if self.request_rate is None:
             if self.arrival != "poisson" or self.burstiness != 1.0:
                 raise ValueError(
@@ -159,6 +196,48 @@ class WorkloadConfig(BaseModel):
                 f"burstiness={self.burstiness} needs arrival='gamma' (arrival={self.arrival!r})"
             )
         return self
+
+    @field_validator("num_requests", "num_warmup", "num_prefixes")
+    @classmethod
+    def _at_most_max_requests(cls, value: int) -> int:
+        if value > MAX_REQUESTS:
+            raise ValueError(
+                f"at most {MAX_REQUESTS:,}: every request's record is kept in memory (about "
+                "7 KB each at 128 output tokens, 7 GB at the limit); split a longer run")
+        return value
+
+    @field_validator("concurrency")
+    @classmethod
+    def _at_most_max_concurrency(cls, value: int | None) -> int | None:
+        if value is not None and value > MAX_CONCURRENCY:
+            raise ValueError(
+                f"at most {MAX_CONCURRENCY:,} requests in flight: each holds its own TCP "
+                "connection, and a client has at most 65,535 ports to one server")
+        return value
+
+    @field_validator("request_rate")
+    @classmethod
+    def _sane_rate(cls, value: float | None) -> float | None:
+        if value is None or math.isinf(value):
+            return value
+        if value < MIN_REQUEST_RATE:
+            raise ValueError(
+                f"at least {MIN_REQUEST_RATE:g} requests/s: slower, the run mostly waits (one "
+                f"request every {1 / value:.3g} s on average)")
+        if value > MAX_REQUEST_RATE:
+            raise ValueError(
+                f"at most {MAX_REQUEST_RATE:,.0f} requests/s: the gaps would be shorter than "
+                "sending one request takes; use inf to send every request at once")
+        return value
+
+    @field_validator("shared_prefix_tokens")
+    @classmethod
+    def _prefix_at_most_max_length(cls, value: int) -> int:
+        if value > MAX_LENGTH:
+            raise ValueError(
+                f"at most {MAX_LENGTH:,} tokens per request: no served model reads more in "
+                "one request")
+        return value
 
     @field_serializer("request_rate")
     def _rate_as_text_when_infinite(self, rate: float | None) -> float | str | None:
@@ -213,8 +292,10 @@ def format_validation_error(exc: pydantic.ValidationError, *, source: str) -> st
         field = ".".join(str(part) for part in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         where = f"{source}: {field}: " if field else f"{source}: "
+        secret = "env" in error["loc"]  # environment values carry tokens: never echoed
         shown = (
-            "" if not field or error["type"] == "missing" else f" (got {_shown(error['input'])})"
+            "" if not field or error["type"] == "missing" or secret
+            else f" (got {_shown(error['input'])})"
         )
         lines.append(f"{where}{message}{shown}")
     return "\n".join(lines)

@@ -12,12 +12,19 @@ reason; a file without one usable entry is an error.
 Sampling (:func:`sample_entries`) draws entries *without replacement* in a seeded order and
 fails when the file has fewer entries than requested: repeating a prompt would let a server's
 prefix cache serve it and flatter the measurement, so tunegate never cycles silently.
+
+Hostile files end in one :class:`~tunegate.errors.InputFileError` naming the file (and line),
+never in a traceback or a hang: a path that is not a regular file (a FIFO or ``/dev/zero``
+would block or never end), a file over :data:`MAX_DATASET_BYTES` (it is read and parsed whole),
+text that is not UTF-8, JSON nested deeper than Python's parser can follow, integers longer
+than its 4300-digit limit, and output lengths above ``lengths.MAX_LENGTH``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import stat
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,9 +34,11 @@ from typing import Any, Literal
 import numpy as np
 
 from tunegate.errors import InputFileError
+from tunegate.workload.lengths import MAX_LENGTH
 
 __all__ = [
     "HUMAN_ROLES",
+    "MAX_DATASET_BYTES",
     "REPLY_ROLES",
     "Dataset",
     "DatasetEntry",
@@ -37,6 +46,10 @@ __all__ = [
     "load_sharegpt",
     "sample_entries",
 ]
+
+MAX_DATASET_BYTES = 1 << 30
+"""Largest prompt file read (1 GiB): it is read and parsed whole, and parsed JSON takes several
+times the file's size in memory. The full ShareGPT V3 file is 673 MB."""
 
 HUMAN_ROLES = frozenset({"human", "user"})
 REPLY_ROLES = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
@@ -76,11 +89,36 @@ class Dataset:
 
 def _read_bytes(path: Path, kind: str) -> bytes:
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise InputFileError(
+                f"{path}: not a regular file; give dataset_path a {kind} file (a directory, "
+                "FIFO or device would block or never end)")
+        if info.st_size > MAX_DATASET_BYTES:
+            raise InputFileError(
+                f"{path}: {info.st_size:,} bytes, above the limit of {MAX_DATASET_BYTES:,} "
+                f"(1 GiB) for a {kind} file, which is read and parsed whole; use a sample of it")
         return path.read_bytes()
     except FileNotFoundError:
         raise InputFileError(f"{path}: no such {kind} file; check dataset_path") from None
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read the {kind} file ({exc.strerror})") from None
+
+
+def _loads(text: str, where: str, hint: str, *, whole_file: bool = False) -> Any:
+    """``json.loads`` whose every failure names ``where`` and what to do; a ``whole_file``
+    adds the line of a syntax error (a JSONL ``where`` is already ``file:line``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = f":{exc.lineno}" if whole_file else ""
+        raise InputFileError(
+            f"{where}{line}: invalid JSON ({exc.msg} at column {exc.colno}); {hint}"
+        ) from None
+    except RecursionError:
+        raise InputFileError(f"{where}: JSON nested deeper than can be read; {hint}") from None
+    except ValueError as exc:  # an integer over Python's 4300-digit conversion limit
+        raise InputFileError(f"{where}: unreadable JSON ({exc}); {hint}") from None
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -100,6 +138,10 @@ def _output_length(obj: Mapping[str, Any], where: str) -> int | None:
         value = obj[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputFileError(f"{where}: field {name!r} must be an integer >= 1, got {value!r}")
+        if value > MAX_LENGTH:
+            raise InputFileError(
+                f"{where}: field {name!r} is {value}, above the limit of {MAX_LENGTH:,} tokens "
+                "per request (no served model writes more in one request)")
         values[name] = value
     if len(set(values.values())) > 1:
         raise InputFileError(
@@ -129,13 +171,7 @@ def load_jsonl(path: Path) -> Dataset:
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(
-                f"{where}: invalid JSON ({exc.msg} at column {exc.colno}); each non-blank line "
-                f"must be one object like {_JSONL_EXAMPLE}"
-            ) from None
+        obj = _loads(line, where, f"each non-blank line must be one object like {_JSONL_EXAMPLE}")
         if not isinstance(obj, dict):
             raise InputFileError(
                 f"{where}: expected a JSON object like {_JSONL_EXAMPLE}, got {type(obj).__name__}"
@@ -185,13 +221,8 @@ def load_sharegpt(path: Path) -> Dataset:
             entry.
     """
     data = _read_bytes(path, "ShareGPT")
-    try:
-        items = json.loads(_decode(path, data))
-    except json.JSONDecodeError as exc:
-        raise InputFileError(
-            f"{path}:{exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno}); expected a "
-            f"ShareGPT list like {_SHAREGPT_EXAMPLE}"
-        ) from None
+    items = _loads(_decode(path, data), str(path),
+                   f"expected a ShareGPT list like {_SHAREGPT_EXAMPLE}", whole_file=True)
     if not isinstance(items, list):
         raise InputFileError(
             f"{path}: expected a JSON list of conversations like {_SHAREGPT_EXAMPLE}, "

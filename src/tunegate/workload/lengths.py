@@ -13,7 +13,14 @@ CLI syntax (``parse_length_distribution``)::
 
 ``normal`` and ``lognormal`` take optional bounds after the parameters, separated by ``,`` or
 ``;``: ``lognormal:63,0.4,min=15,max=200`` (the comma form needs no shell quoting). The default
-bounds are ``min=1`` and no maximum.
+bounds are ``min=1`` and ``max=`` :data:`MAX_LENGTH`.
+
+No length exceeds :data:`MAX_LENGTH` (2^20 = 1,048,576 tokens): a fixed length, a uniform HIGH,
+a MEAN or an explicit ``max`` above it is refused with that limit named, and an unbounded
+normal or lognormal tail is clipped there. No served model reads or writes more in one request
+(the longest context windows in use are 1M tokens), and a larger length would only exhaust
+memory: prompts are built before sending, about 5 bytes per token, and
+``--input-tokens 1000000000`` once ran out of it.
 
 ``lognormal`` is parameterised by the desired mean of the *lengths* (MEAN) and the standard
 deviation of their logarithm (SIGMA): ``log(L) ~ Normal(mu, SIGMA**2)`` with
@@ -35,14 +42,19 @@ from tunegate.errors import ConfigError
 
 __all__ = [
     "ACCEPTED_FORMS",
+    "MAX_LENGTH",
     "FixedLength",
     "IntArray",
     "LengthDistribution",
+    "LengthTooLongError",
     "LognormalLength",
     "NormalLength",
     "UniformLength",
     "parse_length_distribution",
 ]
+
+MAX_LENGTH = 1 << 20
+"""Longest prompt or output of one request, in tokens (words without a tokenizer)."""
 
 ACCEPTED_FORMS = (
     "N | fixed:N | uniform:LOW,HIGH | normal:MEAN,STD | lognormal:MEAN,SIGMA, normal and "
@@ -50,6 +62,18 @@ ACCEPTED_FORMS = (
 )
 
 IntArray = npt.NDArray[np.int64]
+
+
+class LengthTooLongError(ValueError):
+    """A length parameter above :data:`MAX_LENGTH`; the message gives the limit and why."""
+
+
+def _check_at_most_max(name: str, value: float) -> None:
+    if value > MAX_LENGTH:
+        raise LengthTooLongError(
+            f"{name} {_fmt(value)} exceeds the limit of {MAX_LENGTH:,} tokens per request: no "
+            "served model reads or writes more in one request, and prompts are built in memory "
+            "before anything is sent")
 
 
 def _fmt(value: float) -> str:
@@ -84,7 +108,8 @@ class LengthDistribution(ABC):
     @property
     @abstractmethod
     def bounds(self) -> tuple[int, int | None]:
-        """Smallest and largest length that can be drawn (``None`` = unbounded)."""
+        """Smallest and largest length that can be drawn (``None``: no ``max`` given, so
+        :data:`MAX_LENGTH`)."""
 
     def __str__(self) -> str:
         return self.spec
@@ -99,6 +124,7 @@ class FixedLength(LengthDistribution):
     def __post_init__(self) -> None:
         if self.value < 1:
             raise ValueError(f"fixed length must be >= 1, got {self.value}")
+        _check_at_most_max("length", self.value)
 
     def sample(self, rng: np.random.Generator, n: int) -> IntArray:
         return np.full(n, self.value, dtype=np.int64)
@@ -122,6 +148,7 @@ class UniformLength(LengthDistribution):
     def __post_init__(self) -> None:
         if self.low < 1 or self.high < self.low:
             raise ValueError(f"uniform needs 1 <= LOW <= HIGH, got {self.low},{self.high}")
+        _check_at_most_max("HIGH", self.high)
 
     def sample(self, rng: np.random.Generator, n: int) -> IntArray:
         return rng.integers(self.low, self.high, size=n, endpoint=True, dtype=np.int64)
@@ -146,13 +173,16 @@ class _Clipped(LengthDistribution):
             raise ValueError(f"min must be >= 1, got {self.minimum}")
         if self.maximum is not None and self.maximum < self.minimum:
             raise ValueError(f"max must be >= min, got min={self.minimum}, max={self.maximum}")
+        _check_at_most_max("min", self.minimum)
+        if self.maximum is not None:
+            _check_at_most_max("max", self.maximum)
 
     @abstractmethod
     def _draw(self, rng: np.random.Generator, n: int) -> npt.NDArray[np.float64]: ...
 
     def sample(self, rng: np.random.Generator, n: int) -> IntArray:
         raw = np.rint(self._draw(rng, n))
-        upper = np.inf if self.maximum is None else float(self.maximum)
+        upper = float(MAX_LENGTH if self.maximum is None else self.maximum)
         return np.clip(raw, float(self.minimum), upper).astype(np.int64)
 
     def _bounds_spec(self) -> str:
@@ -180,6 +210,7 @@ class NormalLength(_Clipped):
         self._check_bounds()
         if not (math.isfinite(self.mean) and self.mean > 0):
             raise ValueError(f"normal MEAN must be a finite number > 0, got {self.mean}")
+        _check_at_most_max("MEAN", self.mean)
         if not (math.isfinite(self.std) and self.std >= 0):
             raise ValueError(f"normal STD must be a finite number >= 0, got {self.std}")
 
@@ -208,6 +239,7 @@ class LognormalLength(_Clipped):
         self._check_bounds()
         if not (math.isfinite(self.mean) and self.mean > 0):
             raise ValueError(f"lognormal MEAN must be a finite number > 0, got {self.mean}")
+        _check_at_most_max("MEAN", self.mean)
         if not (math.isfinite(self.sigma) and self.sigma >= 0):
             raise ValueError(f"lognormal SIGMA must be a finite number >= 0, got {self.sigma}")
 
@@ -294,6 +326,8 @@ def parse_length_distribution(text: str, *, option: str) -> LengthDistribution:
             else:
                 params.append(part)
         return _build(kind, params, bounds)
+    except LengthTooLongError as exc:
+        raise ConfigError(f"{option}: {text.strip()!r}: {exc}") from None
     except ValueError as exc:
         raise ConfigError(
             f"{option}: cannot parse {text!r} ({exc}). Accepted forms: {ACCEPTED_FORMS}."

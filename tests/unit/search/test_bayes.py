@@ -127,7 +127,7 @@ def test_every_proposal_satisfies_the_known_constraints() -> None:
               Param("tokens", "log_int", Layer.SCHEDULING, low=512, high=8192, default=2048),
               Param("seqs", "log_int", Layer.MEMORY_CONCURRENCY, low=8, high=1024, default=256)]
     rules = ["chunked or tokens >= 4096", "seqs <= tokens"]
-    space = SearchSpace.of(params, parse_constraints(rules, [p.name for p in params]))
+    space = SearchSpace.of(params, parse_constraints(rules, params))
     proposer = BayesProposer(space, 0, **FAST)
     for _ in range(8):
         proposal = proposer.ask()

@@ -20,6 +20,7 @@ from tunegate.servers.verify import (
     VerificationReport,
     check_engine_args,
     probe_accelerator_memory,
+    run_step,
     verify_server,
 )
 
@@ -146,8 +147,8 @@ def test_engine_args_that_the_engine_changed_fail_naming_each(
                               "mem_fraction_static": 0.85, "api_key": "sk-never-shown"}
     check = EngineArgsCheck({"disable_overlap_schedule": False, "max_running_requests": 128,
                              "mem_fraction_static": 0.85}, PATHS)
-    status, detail = check_engine_args(url, check)
-    assert status is StepStatus.FAILED
+    status, detail, unverified = check_engine_args(url, check)
+    assert status is StepStatus.FAILED and unverified == ()
     assert "disable_overlap_schedule: the config records False, the engine runs True" in detail
     assert "max_running_requests" not in detail.split("(")[1].split(")")[0]
     assert "sk-never-shown" not in detail
@@ -161,26 +162,50 @@ def test_engine_args_as_recorded_pass_and_say_what_runs(
                                                   "schedule_policy": "lpm"}}
     check = EngineArgsCheck({"enable_mixed_chunk": False, "chunked_prefill_size": 4096,
                              "schedule_policy": "lpm", "new_flag": 3}, PATHS)
-    status, detail = check_engine_args(url, check)  # the older endpoint and nested layout
-    assert status is StepStatus.PASSED
+    status, detail, unverified = check_engine_args(url, check)  # older endpoint and layout
+    assert status is StepStatus.PASSED  # for the three it compared, and only those:
+    assert unverified == ("new_flag",)
     assert detail == ("runs as recorded: enable_mixed_chunk=False, chunked_prefill_size=4096, "
-                      "schedule_policy='lpm'; not reported: new_flag")
+                      "schedule_policy='lpm'; not verified: new_flag (GET /get_server_info "
+                      "does not report them)")
+
+
+def test_parameters_the_engine_did_not_report_stay_visible_as_not_verified(
+        server_info: tuple[str, dict[str, object]]) -> None:
+    url, routes = server_info
+    routes["/server_info"] = {"max_running_requests": 128}
+    check = EngineArgsCheck({"max_running_requests": 128, "launcher_only": 1, "other": "x"},
+                            PATHS)
+    step = run_step("engine_args", lambda: check_engine_args(url, check))
+    assert step.ok and step.unverified == ("launcher_only", "other")
+    report = VerificationReport("sglang", url, [StepResult("healthy", StepStatus.PASSED, ""),
+                                                step])
+    assert report.usable
+    assert report.unverified == ["launcher_only", "other"]
+    assert report.summary().endswith("not verified: launcher_only, other)")
+    data = report.to_dict()
+    assert data["unverified"] == ["launcher_only", "other"]
+    assert [s["unverified"] for s in data["steps"] if s["name"] == "engine_args"] == [
+        ["launcher_only", "other"]]
+    json.dumps(data)  # journal-ready
 
 
 def test_engine_args_unread_are_skipped_never_passed(
         server_info: tuple[str, dict[str, object]]) -> None:
     url, routes = server_info
-    status, detail = check_engine_args(url, EngineArgsCheck({"tp_size": 1}, PATHS))
+    status, detail, unverified = check_engine_args(url, EngineArgsCheck({"tp_size": 1}, PATHS))
     assert status is StepStatus.SKIPPED and "not a pass" in detail and "HTTP 404" in detail
+    assert unverified == ("tp_size",)
     routes["/server_info"] = {"something_else": 1}
-    status, detail = check_engine_args(url, EngineArgsCheck({"tp_size": 1}, PATHS))
+    status, detail, unverified = check_engine_args(url, EngineArgsCheck({"tp_size": 1}, PATHS))
     assert status is StepStatus.SKIPPED and "reports none of tp_size" in detail
+    assert unverified == ("tp_size",)
 
 
 def test_a_bool_is_not_equal_to_one(server_info: tuple[str, dict[str, object]]) -> None:
     url, routes = server_info
     routes["/server_info"] = {"enable_mixed_chunk": 1}
-    status, _ = check_engine_args(url, EngineArgsCheck({"enable_mixed_chunk": True}, PATHS))
+    status, _, _ = check_engine_args(url, EngineArgsCheck({"enable_mixed_chunk": True}, PATHS))
     assert status is StepStatus.FAILED
 
 

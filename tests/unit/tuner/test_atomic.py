@@ -33,7 +33,7 @@ def test_writes_json_and_replaces(tmp_path: Path) -> None:
     atomic_write_json(target, {"status": "converged", "kept": [1, 2]})
     assert json.loads(target.read_text()) == {"status": "converged", "kept": [1, 2]}
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
-    assert target.stat().st_mode & 0o777 == 0o644
+    assert target.stat().st_mode & 0o777 == 0o600  # private by default (run directories)
 
 
 def test_refuses_nan_and_leaves_old_content(tmp_path: Path) -> None:

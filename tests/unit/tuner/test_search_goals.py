@@ -33,6 +33,7 @@ SPACE = [
     {"name": "enforce_eager", "kind": "bool", "layer": "features", "default": True},
 ]
 SLO = "p99_ttft_ms <= 3000"
+LATENCIES = ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
 
 
 def make(budget: int = 40, **search: Any) -> TuneConfig:
@@ -57,11 +58,11 @@ def test_slos_and_objectives_default_to_none() -> None:
 
 
 def test_a_good_slo_and_objective_parse(tmp_path: Path) -> None:
-    config = load(tmp_path, f'slos = ["{SLO}", "request_goodput >= 2.5"]\n'
+    config = load(tmp_path, f'slos = ["{SLO}", "request_throughput >= 2.5"]\n'
                             'objectives = ["p99_ttft_ms:lower"]\n')
     assert config.search.outcome_constraints() == (
         OutcomeConstraint("p99_ttft_ms", "<=", 3000.0),
-        OutcomeConstraint("request_goodput", ">=", 2.5))
+        OutcomeConstraint("request_throughput", ">=", 2.5))
     assert config.objectives() == (Objective("output_throughput", "higher"),
                                    Objective("p99_ttft_ms", "lower"))
     assert parse_objective(" mean_tpot_ms : higher ") == Objective("mean_tpot_ms", "higher")
@@ -84,14 +85,15 @@ def test_a_bad_objective_names_the_field_and_the_rule(tmp_path: Path, rule: str)
 
 
 def test_six_objectives_in_all_are_refused(tmp_path: Path) -> None:
-    five = '", "'.join(f"m{i}:lower" for i in range(5))
+    five = '", "'.join(f"{m}:lower" for m in LATENCIES)
     with pytest.raises(ConfigError) as info:
         load(tmp_path, f'objectives = ["{five}"]\n')
     assert str(info.value).removeprefix(str(tmp_path) + "/") == (
-        "tune.toml: search.objectives: 6 objectives (output_throughput, m0, m1, m2, m3, m4): at "
-        "most 5 are supported; aggregate some into one (e.g. goodput under SLOs) or move them "
-        "to outcome constraints (SLOs)")
-    four = '", "'.join(f"m{i}:lower" for i in range(4))
+        "tune.toml: search.objectives: 6 objectives (output_throughput, mean_ttft_ms, "
+        "p99_ttft_ms, mean_tpot_ms, mean_itl_ms, mean_e2el_ms): at most 5 are supported; "
+        "aggregate some into one (e.g. goodput under SLOs) or move them to outcome constraints "
+        "(SLOs)")
+    four = '", "'.join(f"{m}:lower" for m in LATENCIES[:4])
     assert len(load(tmp_path, f'objectives = ["{four}"]\n').objectives()) == 5
 
 
@@ -103,14 +105,14 @@ def test_the_objective_metric_cannot_be_an_extra_objective(tmp_path: Path) -> No
 
 # ---- the proposer -------------------------------------------------------------------------------
 def test_the_proposer_gets_the_slos() -> None:
-    config = make(slos=[SLO, "request_goodput >= 2.5"])
+    config = make(slos=[SLO, "request_throughput >= 2.5"])
     proposer = deciders.config_proposer(config, 1, 40)
     assert isinstance(proposer, BayesProposer)
     assert proposer.outcome_constraints == (OutcomeConstraint("p99_ttft_ms", "<=", 3000.0),
-                                            OutcomeConstraint("request_goodput", ">=", 2.5))
+                                            OutcomeConstraint("request_throughput", ">=", 2.5))
     assert proposer.objectives == (Objective("value"),)  # one objective: the told scalar
-    assert proposer.selection["outcome_constraints"] == [SLO, "request_goodput >= 2.5"]
-    assert proposer.metrics == ["value", "p99_ttft_ms", "request_goodput"]
+    assert proposer.selection["outcome_constraints"] == [SLO, "request_throughput >= 2.5"]
+    assert proposer.metrics == ["value", "p99_ttft_ms", "request_throughput"]
 
 
 def test_extra_objectives_read_the_objective_by_name() -> None:

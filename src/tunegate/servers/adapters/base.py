@@ -16,7 +16,7 @@ script wrote) pick the list of the engine version actually run.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,9 +41,22 @@ from tunegate.servers.verify import (
     verify_server,
 )
 
-__all__ = ["BaseAdapter", "ServerAdapter", "ServerConfig", "secret_values"]
+__all__ = ["BaseAdapter", "ServerAdapter", "ServerConfig", "is_secret_env", "mask_env",
+           "secret_values"]
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+
+
+def is_secret_env(name: str, declared: Collection[str] = ()) -> bool:
+    """Whether environment variable ``name`` holds a secret: named like one (``HF_TOKEN``,
+    ``*_API_KEY``, ``*_SECRET``, ``*_PASSWORD``, ``AWS_SECRET_ACCESS_KEY``...) or ``declared``
+    one (a tuning config's ``[server] secret_env``, for names no pattern can guess)."""
+    return name in declared or bool(_SECRET_NAME.search(name))
+
+
+def mask_env(env: Mapping[str, str], declared: Collection[str] = ()) -> dict[str, str]:
+    """``env`` with every secret value (:func:`is_secret_env`) replaced by ``***``."""
+    return {k: ("***" if is_secret_env(k, declared) else v) for k, v in env.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +72,8 @@ class ServerConfig:
         env: Environment variables of the server process.
         served_model_name: The name ``/v1/models`` lists (default: ``model``).
         api_key: Passed to the engine the way it reads one; masked everywhere (not in ``repr``).
+        secret_env: Names of ``env`` variables that hold secrets although their names do not
+            say so: masked like ``HF_TOKEN`` in :meth:`to_dict`, logs and messages.
     """
 
     model: str
@@ -68,6 +83,7 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     served_model_name: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    secret_env: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.model or not self.model.strip():
@@ -113,15 +129,17 @@ class ServerConfig:
             "params": dict(self.params),
             "host": self.host,
             "port": self.port,
-            "env": {k: ("***" if _SECRET_NAME.search(k) else v) for k, v in self.env.items()},
+            "env": mask_env(self.env, self.secret_env),
             "served_model_name": self.served_model_name,
             "api_key": "***" if self.api_key else None,
         }
 
 
 def secret_values(config: ServerConfig, env: Mapping[str, str]) -> frozenset[str]:
-    """The API key plus every environment value whose name looks secret (``HF_TOKEN``)."""
-    found = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 4}
+    """The API key plus every secret environment value (:func:`is_secret_env`: named like one,
+    ``HF_TOKEN``, or listed in ``config.secret_env``) of at least 4 characters (a shorter one
+    would mask ordinary words in a log)."""
+    found = {v for k, v in env.items() if is_secret_env(k, config.secret_env) and len(v) >= 4}
     if config.api_key:
         found.add(config.api_key)
     return frozenset(found)

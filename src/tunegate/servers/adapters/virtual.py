@@ -8,11 +8,17 @@ return a token, the metrics must carry the ``vllm:`` prefix, accelerator memory 
 :meth:`VirtualSimulator.measure` benchmarks a workload with
 :func:`~tunegate.servers.simulator.run_virtual`, returning loadgen's own records. So
 :func:`tunegate.servers.lifecycle.restart` and its rollback work unchanged on this path.
+
+Its start-up log (``simulator-virtual.log`` in the log directory, one JSON line per start) is
+private (``0600``) and holds no secret: environment values named like secrets or listed in the
+config's ``secret_env`` are masked, in the config and in the engine's effective arguments alike,
+and any such value left in the line is masked as text (:func:`secret_values`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +26,8 @@ from typing import Any
 
 from tunegate.errors import ConfigError, ServerError
 from tunegate.loadgen.records import Outcome
-from tunegate.servers.adapters.base import ServerConfig
+from tunegate.loadgen.redact import mask_secrets
+from tunegate.servers.adapters.base import ServerConfig, mask_env, secret_values
 from tunegate.servers.adapters.flags import split_params
 from tunegate.servers.simulator.engine import Engine
 from tunegate.servers.simulator.faults import FaultConfig
@@ -126,17 +133,26 @@ class VirtualSimulator:
         budget_s = self.startup_budget_s if budget is None else budget
         info = engine.info()
         if log_dir is not None:
-            path = Path(log_dir)
-            path.mkdir(parents=True, exist_ok=True)
-            with (path / f"{self.name}.log").open("a", encoding="utf-8") as log:
-                log.write(json.dumps({"event": "start", "config": config.to_dict(),
-                                      "engine": info}, default=str) + "\n")
+            self._log_start(Path(log_dir), config, info)
         if start_s > budget_s:
             raise ServerError(
                 f"{self.name}: not ready within the start-up budget of {budget_s:g} s "
                 f"(simulated start takes {start_s:g} s)"
             )
         return VirtualHandle(config, info, start_s)
+
+    def _log_start(self, log_dir: Path, config: ServerConfig, info: dict[str, Any]) -> None:
+        """Append the start to the private log, secrets masked (see the module docstring)."""
+        engine_config = dict(info.get("engine_config") or {})
+        env = dict(engine_config.get("env") or {})
+        engine_config["env"] = mask_env(env, config.secret_env)
+        line = json.dumps({"event": "start", "config": config.to_dict(),
+                           "engine": {**info, "engine_config": engine_config}}, default=str)
+        line = mask_secrets(line, secret_values(config, {**config.env, **env}))
+        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(log_dir / f"{self.name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
 
     def stop(self, handle: VirtualHandle) -> None:
         """Mark the virtual engine stopped."""

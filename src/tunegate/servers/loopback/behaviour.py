@@ -1,11 +1,43 @@
-"""What the loopback server is programmed to do: timing, framing quirks and failures."""
+"""What the loopback server is programmed to do: timing, framing quirks and failures.
+
+A programme that cannot run is refused when it is built, with :class:`InvalidBehaviour` naming
+the field, so ``tunegate loopback`` says which flag is wrong instead of serving something
+else: ``tokens_per_event 0`` would loop forever without sending a token, a negative or NaN
+delay has no meaning (``asyncio`` sleeps it as zero, or fails on the first request), and
+``http_error_every -1`` would fail every request. Delays are at most :data:`MAX_DELAY_MS` (one
+day: a longer one is a unit mistake, and no client waits that long) and token counts at most
+``lengths.MAX_LENGTH``.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-__all__ = ["CHOICES", "Behaviour", "ReasoningField", "ReasoningUsage"]
+from tunegate.workload.lengths import MAX_LENGTH
+
+__all__ = [
+    "CHOICES",
+    "MAX_DELAY_MS",
+    "Behaviour",
+    "InvalidBehaviour",
+    "ReasoningField",
+    "ReasoningUsage",
+]
+
+MAX_DELAY_MS = 86_400_000.0
+"""Longest programmed delay (``ttft_ms``, ``itl_ms``): one day."""
+
+
+class InvalidBehaviour(ValueError):
+    """A field of a :class:`Behaviour` that cannot be served; ``field`` names it."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        super().__init__(f"{field} {value!r}: {reason}")
+        self.field = field
+        self.value = value
+        self.reason = reason
 
 ReasoningField = Literal["reasoning_content", "reasoning", "both"]
 """Where reasoning text goes in a chat delta: SGLang's and DeepSeek's ``reasoning_content``,
@@ -81,10 +113,34 @@ class Behaviour:
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, "
-                                 f"not {getattr(self, name)!r}")
-        if self.reasoning_tokens < 0:
-            raise ValueError(f"reasoning_tokens must be >= 0, not {self.reasoning_tokens}")
+                raise InvalidBehaviour(name, getattr(self, name),
+                                       f"must be one of {', '.join(allowed)}")
+        for name in ("ttft_ms", "itl_ms"):
+            delay = getattr(self, name)
+            if not (math.isfinite(delay) and 0 <= delay <= MAX_DELAY_MS):
+                raise InvalidBehaviour(name, delay, f"a delay must be a finite number of ms "
+                                       f"from 0 to {MAX_DELAY_MS:,.0f} (one day)")
+        for name in ("tokens", "error_after", "event_error_after", "truncate_after",
+                     "malformed_after", "http_error_every"):
+            if getattr(self, name) is None:
+                continue
+            if name == "http_error_every":
+                self._check_count(name, 1, why="every N-th request fails, so N >= 1",
+                                  tokens=False)
+            else:
+                self._check_count(name, 0, tokens=name == "tokens")
+        self._check_count("tokens_per_event", 1, why="each event carries at least one token; "
+                          "0 would stream forever without one")
+        self._check_count("reasoning_tokens", 0)
+        if not self.model:
+            raise InvalidBehaviour("model", self.model, "the served model needs a name")
+
+    def _check_count(self, name: str, least: int, why: str = "", tokens: bool = True) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InvalidBehaviour(name, value, why or f"must be an integer >= {least}")
+        if tokens and value > MAX_LENGTH:
+            raise InvalidBehaviour(name, value, f"at most {MAX_LENGTH:,} tokens per request")
 
     @classmethod
     def adversarial(cls, **overrides: object) -> Behaviour:

@@ -8,7 +8,10 @@
 
 Engine flags use vLLM's spelling (``--max-num-seqs``, ``--enable-chunked-prefill`` /
 ``--no-enable-chunked-prefill``, ...). Exit codes: 0 ok, 2 usage error, 1 other (a failed
-start prints why, as a real engine would).
+start prints why, as a real engine would). ``--host`` and ``--port`` are checked before the
+simulated start (:func:`tunegate.servers.listen.check_listen_address`), so a port out of range,
+an unresolvable host or ``[::1`` is one line and exit 2, not a traceback after the "load".
+``sim`` writes no files.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from tunegate.errors import ServerError, UsageError
+from tunegate.servers.listen import check_listen_address
 from tunegate.servers.simulator.faults import FaultConfig
 from tunegate.servers.simulator.scenarios import list_scenarios
 
@@ -134,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tunegate.servers.simulator.serve import serve
 
     try:
+        host = check_listen_address(ns.host, ns.port)
         faults = FaultConfig(
             start_failure_prob=ns.fault_start_failure_prob,
             slow_start_s=ns.fault_slow_start_s,
@@ -143,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve(
             ns.scenario,
             _engine_args(ns),
-            host=ns.host,
+            host=host,
             port=ns.port,
             seed=ns.seed,
             noise=not ns.no_noise,

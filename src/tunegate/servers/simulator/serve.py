@@ -95,7 +95,8 @@ async def serve_async(
             bound = await _bind(runner, host, port)
         except OSError as exc:
             raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        out.write(f"INFO simulator: serving on http://{host}:{bound}\n")
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL is bracketed
+        out.write(f"INFO simulator: serving on http://{shown}:{bound}\n")
         out.flush()
         if ready is not None and not ready.done():
             ready.set_result(bound)
