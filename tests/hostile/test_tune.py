@@ -147,3 +147,9 @@ def test_a_mistyped_secret_is_named_but_never_echoed(tmp_path: Path, cli: Any) -
     out = cli.refuses(["tune", "--config", str(config), "--run-dir", str(tmp_path / "run")],
                       "server.env.HF_TOKEN")
     assert "123456789" not in out.err + out.out
+
+
+def test_a_restart_log_directory_that_is_a_file(tmp_path: Path, cli: Any) -> None:
+    taken = tmp_path / "logs"
+    taken.write_text("not a directory")
+    cli.refuses(["restart", "--log-dir", str(taken)], "--log-dir", str(taken))

@@ -7,6 +7,7 @@ thing, the way a careless edit, an interrupted write or a hostile producer would
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,16 @@ def test_a_reader_that_stops_early_is_not_an_internal_error(tmp_path: Path) -> N
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "internal error" not in err and "Traceback" not in err
+
+
+def test_a_nan_statistic_is_not_called_zero(tmp_path: Path, cli: Any) -> None:
+    doc = _doc(AIPERF)
+    doc["time_to_first_token"] = {**doc["time_to_first_token"], "avg": math.nan,
+                                  "p50": math.nan, "p90": math.nan, "p99": math.nan}
+    folder = tmp_path / "run"
+    folder.mkdir()
+    path = folder / "profile_export_aiperf.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    outcome = cli.run(["validate", str(path)])
+    assert outcome.code == 3
+    assert "not a number" in outcome.out and "reported as 0" not in outcome.out

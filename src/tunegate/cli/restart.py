@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tunegate.cli.console import console
-from tunegate.errors import ConfigError
+from tunegate.errors import ConfigError, UsageError
 
 __all__ = ["run", "run_rollback"]
 
@@ -87,7 +87,14 @@ def run(argv: Sequence[str]) -> int:
     baseline = tuner._engine(tuner.space.default() | dict(tuner.config.baseline))
     fallback = _kept(args.run_dir)["params"] if args.run_dir else baseline
     target = {**baseline, **_sets(args.set)}
-    args.log_dir.mkdir(parents=True, exist_ok=True)
+    from tunegate.tuner.atomic import private_directory
+
+    try:
+        private_directory(args.log_dir)  # server logs may quote tokens: nobody else's business
+    except OSError as exc:
+        raise UsageError(f"--log-dir {args.log_dir}: cannot be used as a directory "
+                         f"({exc.strerror}); name a directory (it is created if missing)"
+                         ) from None
     outcome = restart(tuner.adapter, tuner._server_config(target),
                       fallback_config=tuner._server_config(fallback), log_dir=args.log_dir,
                       budget=tuner.config.server.startup_budget_s)

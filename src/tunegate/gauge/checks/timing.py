@@ -154,7 +154,7 @@ def ttft_missing(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
         if centre is not None and centre > 0:
             return None
         severity = Severity.ERROR
-        state = "absent" if s.ttft_ms is None else "reported as 0"
+        state = "absent, or not a number" if s.ttft_ms is None else "reported as 0"
         detail = f"the report's TTFT statistics ({state}) for {s.completed} completed requests"
         evidence = {"basis": "summary", "ttft": state, "completed": s.completed}
     return Finding(
