@@ -154,8 +154,9 @@ def ttft_missing(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
         if centre is not None and centre > 0:
             return None
         severity = Severity.ERROR
-        state = "absent, or not a number" if s.ttft_ms is None else "reported as 0"
-        detail = f"the report's TTFT statistics ({state}) for {s.completed} completed requests"
+        state = "absent" if s.ttft_ms is None else "reported as 0"
+        shown = "absent, or not a number" if s.ttft_ms is None else state  # NaN reads as absent
+        detail = f"the report's TTFT statistics ({shown}) for {s.completed} completed requests"
         evidence = {"basis": "summary", "ttft": state, "completed": s.completed}
     return Finding(
         code="ttft_missing", severity=severity,
