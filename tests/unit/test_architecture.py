@@ -1,4 +1,4 @@
-"""Imports flow downstream only (GUIDE.md section 2): a stage never imports a later one.
+"""Imports flow downstream only: a stage never imports a later one.
 
 workload -> loadgen -> metrics -> gauge -> stats -> search -> servers -> tuner -> results -> api
 -> cli. Nothing imports ``report`` or ``cli`` (but ``__main__``); ``testing`` is for tests.

@@ -1,6 +1,6 @@
 """The ``tunegate`` command: parse -> validated options -> API call, behind one error boundary.
 
-Exit codes (GUIDE.md section 4): 0 ok and valid; 3 measured but the gauge says the data is
+Exit codes: 0 ok and valid; 3 measured but the gauge says the data is
 invalid; 2 usage error; 1 other failure; 130 interrupted (what was measured is still written).
 Subcommands import their modules lazily so ``tunegate --help`` stays fast.
 """

@@ -228,7 +228,7 @@ def _assign_counts(
     count_tokens: TokenCounter | None,
     endpoint: Endpoint,
 ) -> None:
-    """Choose each token count from the best source available (GUIDE.md section 3)."""
+    """Choose each token count from the best source available: usage, tokenizer, events."""
     if count_tokens is not None:
         record.tokenizer_output_tokens = count_tokens(text)
     if record.usage_completion_tokens is not None:

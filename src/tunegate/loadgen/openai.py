@@ -1,7 +1,7 @@
 """The OpenAI wire format: request bodies out, generated text and usage back in.
 
 Pure functions over already-decoded JSON, so every server quirk can be unit-tested without a
-socket. What counts as *generated text* follows GUIDE.md section 3: completion ``text``, chat
+socket. What counts as *generated text*: completion ``text``, chat
 ``delta.content``, and reasoning deltas. A role-only delta, an empty string, a usage-only chunk
 (``choices: []``) and ``[DONE]`` carry no generated text and never count as the first token.
 

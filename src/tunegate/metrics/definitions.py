@@ -207,7 +207,7 @@ def benchmark_duration_ns(records: Sequence[RequestRecord]) -> int:
     """Measurement window of a run.
 
     Formula: max(t_end over measured complete requests) - min(t_send over measured requests).
-    Unit: ns. Ends at the last *completion* (GUIDE.md section 3), so one request that hangs
+    Unit: ns. Ends at the last *completion*, so one request that hangs
     until its timeout does not stretch the window and deflate every throughput; when nothing
     completed, the last end of any measured request. vLLM uses the benchmark's wall time.
     Returns 0 for no records.

@@ -1,7 +1,7 @@
 """What a search delivers: a Pareto set, its knee, one recommendation, hypervolume per round.
 
 "Highest throughput" and "lowest latency" are different configs, so a search delivers a front,
-not a point (the article's section 8):
+not a point:
 
 * **Pareto set**: the non-dominated evaluated configs over the objectives, at most
   ``max_front`` (5) of them; a larger front keeps the points with the largest normalised

@@ -5,8 +5,8 @@ An :class:`Objective` names a metric and whether higher or lower is better. An
 surrogate models it like an objective and the acquisition only rewards configs likely to meet
 it; the delivery only recommends configs that met it.
 
-The article's section 10 caps a search at five objectives (hypervolume-based acquisition and a
-Pareto front a person can read both degrade past that): more is a :class:`ConfigError`, with the
+A search has at most five objectives (hypervolume-based acquisition and a Pareto front a
+person can read both degrade past that): more is a :class:`ConfigError`, with the
 advice to aggregate or layer them first.
 
 Example:
@@ -30,7 +30,7 @@ __all__ = ["MAX_OBJECTIVES", "Objective", "OutcomeConstraint", "check_objectives
            "parse_outcome_constraint"]
 
 MAX_OBJECTIVES = 5
-"""At most this many objectives (the article's section 10)."""
+"""At most this many objectives: hypervolume acquisition and a readable front degrade past it."""
 
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=)\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)\s*$")
 

@@ -1,6 +1,6 @@
 """Which proposer a run uses, chosen from its budget, and the reason written to the report.
 
-Rule (the article's section 10): Bayesian optimisation needs its initial design
+Rule: Bayesian optimisation needs its initial design
 (:func:`~tunegate.search.bayes.default_initial`: ``dims + 3``, 5 to 10 points) plus enough
 model-guided rounds to pay for it. With a budget below ``max(SMALL_BUDGET, initial + 6)``
 proposals, the layered coarse sweep with local refinement is used instead
@@ -61,7 +61,7 @@ def select_proposer(space: SearchSpace, seed: int, *, budget: int | None = None,
         proposer = LayeredSweepProposer(space, seed)
         reason = (f"budget of {budget} proposals is below {threshold} (BO's initial design of "
                   f"{default_initial(space.dims)} plus 6 model-guided rounds): layered coarse "
-                  "sweep with local refinement instead (the article's section 10)")
+                  "sweep with local refinement instead, since BO's cold start would eat the budget")
     else:
         proposer = BayesProposer(space, seed, objectives=objectives,
                                  outcome_constraints=outcome_constraints, **options)

@@ -1,9 +1,9 @@
 """Layered coarse sweep plus local refinement: the strategy for budgets too small for BO.
 
-The article's section 10: with a dozen rounds, Bayesian optimisation's cold start (its initial
+With a dozen rounds, Bayesian optimisation's cold start (its initial
 design alone) eats most of the budget. A structured search spends it better:
 
-1. **Coarse sweep, layer by layer**, in the article's order (memory & concurrency, scheduling,
+1. **Coarse sweep, layer by layer**, in the layers' order (memory & concurrency, scheduling,
    feature switches, parallelism, environment): each parameter in turn is set to a few coarse
    levels (every value of a bool or categorical; 1/6, 1/2 and 5/6 of a numeric range) while
    every other parameter stays at the incumbent, the best config observed so far. The first

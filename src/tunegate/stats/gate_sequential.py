@@ -14,7 +14,8 @@ It stops with ACCEPT (an objective improved beyond its threshold, significant af
 futility), or INCONCLUSIVE after ``max_pairs``. Because the CS holds at all times at once, the
 probability of ever ACCEPTing a change with no true effect stays below alpha however often one
 looks (measured in ``benchmarks/gate_calibration.py``). What it does not do: make a small effect
-cheap. Near the threshold it still needs many repeats (the seed article, section 10).
+cheap. Near the threshold it still needs many repeats: an effect the size of the noise
+cannot be told from it quickly.
 
 Example (seeded):
 

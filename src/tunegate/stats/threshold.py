@@ -2,7 +2,8 @@
 
 A change is worth accepting only when its improvement is at least twice the run-to-run noise
 measured on this machine now: with sigma = 2% the bar is 4%, with sigma = 5% it is 10%. A fixed
-3% bar silently assumes the noise is constant, and it is not (the seed article, section 7).
+3% bar silently assumes the noise is constant, and it is not: it moves with the machine and
+its load.
 
 Why the floor: on an unusually quiet machine 2 sigma can shrink to 0.5%, and a statistically
 significant 0.5% is still not worth a configuration change (it will not survive the next driver

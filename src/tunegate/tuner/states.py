@@ -2,7 +2,7 @@
 
 Each state names its failure paths; a pair (state, event) absent from :data:`TRANSITIONS` is an
 illegal transition and raises :class:`IllegalTransition`, so a bug can never move the tuner
-into a state nobody designed. The table is the article's section 6 in code::
+into a state nobody designed. In short::
 
     LEASE -> BASELINE -> PROPOSE -> APPLY -> VERIFY_START -> MEASURE -> VALIDATE -> VERIFY
           -> GATE -> KEEP | ROLLBACK -> PROPOSE ... -> CONVERGED | BUDGET_EXHAUSTED

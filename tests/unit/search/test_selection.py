@@ -25,7 +25,7 @@ def test_small_budgets_get_the_layered_sweep_and_say_why() -> None:
     small = select_proposer(SPACE, 0, budget=threshold - 1)
     assert isinstance(small, LayeredSweepProposer)
     assert small.selection["proposer"] == "layered_sweep"
-    assert "section 10" in small.selection["reason"]
+    assert "cold start would eat the budget" in small.selection["reason"]
     assert small.state()["selection"]["budget"] == threshold - 1
     large = select_proposer(SPACE, 0, budget=threshold)
     assert isinstance(large, BayesProposer) and "Bayesian" in large.selection["reason"]

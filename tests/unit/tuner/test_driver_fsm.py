@@ -969,8 +969,8 @@ def test_slo_metrics_are_measured_told_and_respected(
     assert tells and all(e["values"]["completed"] == 4.0 for e in tells)
     assert "completed" not in rs.sigma  # an SLO metric is not the gate's: no noise estimate
     [line] = [x for x in rs.story if x.startswith("search: ")]
-    assert ("layered coarse sweep with local refinement instead (the article's section 10); "
-            "SLOs completed >= 5; early stopping" in line)
+    assert ("layered coarse sweep with local refinement instead, since BO's cold start would "
+            "eat the budget; SLOs completed >= 5; early stopping" in line)
     summary = json.loads((tmp_path / "run/summary.json").read_text())
     rec = summary["recommendation"]
     assert rec["params"] is None and rec["kept_missed_slos"] == ["completed >= 5 (measured 4)"]
