@@ -152,8 +152,8 @@ def _tune(run_dir: Path, budget: int) -> bool:
     """Run the default tuning story; true when it ended normally with a kept change."""
     import shutil
 
-    from tunegate.tuner.config import default_config
     from tunegate.tuner.driver import Tuner
+    from tunegate.tuner.seed_story import default_config
 
     shutil.rmtree(run_dir, ignore_errors=True)
     config = default_config()

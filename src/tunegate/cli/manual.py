@@ -28,7 +28,8 @@ _MUST_RUN = (
 
 
 def run(argv: Sequence[str]) -> int:
-    from tunegate.tuner.config import default_config, load_config
+    from tunegate.tuner.config import load_config
+    from tunegate.tuner.seed_story import default_config
 
     parser = argparse.ArgumentParser(prog="tunegate manual", description=__doc__)
     parser.add_argument("--config", type=Path, help="TOML config (default: the seed story)")

@@ -66,8 +66,9 @@ def _report(outcome: Any) -> int:
 
 
 def _tuner(config_path: Path | None) -> Any:
-    from tunegate.tuner.config import default_config, load_config
+    from tunegate.tuner.config import load_config
     from tunegate.tuner.driver import Tuner
+    from tunegate.tuner.seed_story import default_config
 
     config = load_config(config_path) if config_path else default_config()
     return Tuner(config, Path("."))

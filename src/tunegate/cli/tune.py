@@ -119,9 +119,10 @@ def _trials_table(summary: dict) -> Table:  # type: ignore[type-arg]
 
 
 def run(argv: Sequence[str]) -> int:
-    from tunegate.tuner.config import default_config, load_config
+    from tunegate.tuner.config import load_config
     from tunegate.tuner.driver import Tuner
     from tunegate.tuner.runstate import RunState
+    from tunegate.tuner.seed_story import default_config
     from tunegate.tuner.summary import build_summary
 
     args = _parser().parse_args(list(argv))

@@ -60,7 +60,7 @@ from tunegate.search.space import Layer, Light, Param, SearchSpace
 from tunegate.tuner.metric_names import unknown_metric
 from tunegate.workload import WorkloadConfig, format_validation_error
 
-__all__ = ["TuneConfig", "default_config", "load_config"]
+__all__ = ["TuneConfig", "load_config"]
 
 
 MAX_BUDGET = 1000
@@ -463,42 +463,3 @@ def load_config(path: Path) -> TuneConfig:
         return TuneConfig.model_validate(raw)
     except pydantic.ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source=str(path))) from None
-
-
-def default_config() -> TuneConfig:
-    """The article's story on the simulator's ``seed`` scenario (``tunegate tune`` with no file).
-
-    The baseline is the article's starting point: the benchmark ran with ``stream=false``,
-    chunked prefill was off, concurrency 16, 0.5 of device memory for the KV cache. Streaming is
-    a must-change fix of the gauge; the model and tensor parallelism are forbidden to change.
-    """
-    space = [
-        {"name": "benchmark.stream", "kind": "bool", "layer": "features",
-         "light": "must_change", "default": False, "required": True,
-         "reason": "stream=false makes TTFT == E2EL: fix the gauge before anything else"},
-        {"name": "tensor_parallel_size", "kind": "int", "layer": "parallelism",
-         "light": "forbidden", "low": 8, "high": 8, "default": 8,
-         "reason": "the deployment's 8 cards are given"},
-        {"name": "enable_chunked_prefill", "kind": "bool", "layer": "features",
-         "default": False},
-        {"name": "max_num_seqs", "kind": "log_int", "layer": "memory_concurrency",
-         "low": 16, "high": 256, "default": 64},
-        {"name": "max_num_batched_tokens", "kind": "log_int", "layer": "scheduling",
-         "low": 512, "high": 8192, "default": 4096},
-        {"name": "gpu_memory_utilization", "kind": "float", "layer": "memory_concurrency",
-         "low": 0.5, "high": 0.9, "default": 0.5},
-        {"name": "enforce_eager", "kind": "bool", "layer": "features", "default": True},
-    ]
-    return TuneConfig.model_validate({
-        "run": {"budget": 10},
-        "server": {"adapter": "simulator-virtual", "scenario": "seed"},
-        "baseline": {},
-        "benchmark": {"stream": False},
-        "workload": {"dataset": "seed"},
-        "space": space,
-        "constraints": ["enable_chunked_prefill or max_num_batched_tokens >= 4096",
-                        "max_num_seqs <= max_num_batched_tokens"],
-        "objective": {"metric": "output_throughput", "direction": "higher"},
-        "guardrails": [{"metric": "mean_e2el_ms", "direction": "lower", "tolerance": 0.05},
-                       {"metric": "p99_ttft_ms", "direction": "lower", "tolerance": 0.10}],
-    })

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunegate.servers.lifecycle import RestartStatus
-from tunegate.tuner.config import default_config
 from tunegate.tuner.driver import Tuner
+from tunegate.tuner.seed_story import default_config
 from tunegate.tuner.states import Event
 
 
