@@ -17,6 +17,16 @@ measured 20 runs earlier. Also measured: 5 metrics judged at once (any raw p < 0
 each drift detector's delay on a 3-sigma step and false alarms on stationary streams (delays are
 over the step streams without an alarm before the step; those are counted separately).
 
+The sequential gate against a fixed reference arm (``evaluate_against_reference``, what the
+tuner's VERIFY runs): the kept config's 10 repeats are the reference, the candidate is judged
+after every repeat up to a cap of 10 and stops at the first ``stopped`` record; beside it the
+fixed gate ``evaluate`` on the same reference and the candidate's 10 repeats. Throughput alone
+and throughput with a p99-latency guardrail (5% tolerance, latency unchanged; plus one row where
+latency worsens 10% with a +10% throughput). Per effect: P(ACCEPT), P(REJECT), mean repeats.
+Also the A/A anytime p-value's "ever <= alpha" over 10 and 100 looks (its validity), and with
+``--reference-sweep`` the same for other ``n_opt`` and ``min_n``. ``--reference-only`` runs
+just this section.
+
 The last line of output is one JSON object (``--json`` prints only that line).
 """
 
@@ -36,6 +46,11 @@ from tunegate.stats.decision import Decision, MetricSpec
 from tunegate.stats.drift import DETECTORS, DriftDetector
 from tunegate.stats.fdr import benjamini_hochberg
 from tunegate.stats.gate import evaluate
+from tunegate.stats.gate_reference import (
+    DEFAULT_N_OPT,
+    evaluate_against_reference,
+    t_mixture_evidence,
+)
 from tunegate.stats.gate_sequential import SequentialGate
 from tunegate.stats.noise import estimate_noise
 from tunegate.stats.power import gate_power, gate_sample_size, sample_size_z
@@ -195,12 +210,127 @@ def drift_detectors(rng: np.random.Generator, stationary_streams: int,
     return results
 
 
+REF_EFFECTS = (-0.10, -0.05, 0.0, 0.03, 0.05, 0.10)
+REF_N, REF_CAP = 10, 10
+TPUT = MetricSpec("output_throughput", "higher")
+GUARD = MetricSpec("p99_ttft_ms", "lower", "guardrail", tolerance=0.05)
+
+
+def _reference_case(rng: np.random.Generator, reps: int, effect: float, latency: float,
+                    guarded: bool, n_opt: int, min_n: int) -> dict[str, float]:
+    """One scenario: sequential against the reference vs the fixed gate at n = REF_CAP."""
+    specs = [TPUT, GUARD] if guarded else [TPUT]
+    means = {TPUT.name: (1000.0, 1000.0 * (1 + effect)), GUARD.name: (200.0, 200 * (1 + latency))}
+    seq: list[str] = []
+    fixed: list[str] = []
+    stops: list[int] = []
+    for _ in range(reps):
+        ref = {s.name: list(means[s.name][0] * (1 + SIGMA * rng.standard_normal(REF_N)))
+               for s in specs}
+        cand = {s.name: list(means[s.name][1] * (1 + SIGMA * rng.standard_normal(REF_CAP)))
+                for s in specs}
+        for n in range(1, REF_CAP + 1):
+            rec = evaluate_against_reference(ref, {k: v[:n] for k, v in cand.items()}, specs,
+                                             max_n=REF_CAP, min_n=min_n, n_opt=n_opt)
+            if rec.extra["stopped"]:
+                break
+        seq.append(rec.decision.value)
+        stops.append(n)
+        fixed.append(evaluate(ref, cand, specs).decision.value)
+    s, f = np.array(seq), np.array(fixed)
+    return {"seq_accept": float(np.mean(s == "ACCEPT")),
+            "seq_reject": float(np.mean(s == "REJECT")), "seq_mean_repeats": float(np.mean(stops)),
+            "fixed_accept": float(np.mean(f == "ACCEPT")),
+            "fixed_reject": float(np.mean(f == "REJECT")), "fixed_repeats": float(REF_CAP)}
+
+
+def _aa_ever_significant(rng: np.random.Generator, reps: int, looks: int, n_opt: int) -> float:
+    """A/A: share of sequences whose anytime p-value is ever <= 0.05 within ``looks``."""
+    hits = 0
+    for _ in range(reps):
+        ref = list(1000.0 * (1 + SIGMA * rng.standard_normal(REF_N)))
+        cand = list(1000.0 * (1 + SIGMA * rng.standard_normal(looks)))
+        hits += t_mixture_evidence(ref, cand, alpha=0.05, n_opt=n_opt).p_value <= 0.05
+    return hits / reps
+
+
+def _case_name(effect: float, latency: float, guarded: bool) -> str:
+    return f"tput{effect:+.0%}" + (f" ttft{latency:+.0%} guarded" if guarded else "")
+
+
+def reference_gate(rng: np.random.Generator, reps: int, n_opt: int, min_n: int,
+                   say: Callable[[str], None]) -> dict[str, Any]:
+    """The sequential-reference gate's operating characteristics beside the fixed gate's."""
+    out: dict[str, Any] = {"n_ref": REF_N, "max_n": REF_CAP, "n_opt": n_opt, "min_n": min_n}
+    say(f"{'case':>24} {'seq ACC':>8} {'seq REJ':>8} {'seq n':>6} {'fix ACC':>8} "
+        f"{'fix REJ':>8} {'fix n':>6}")
+    cases = [(e, 0.0, False) for e in REF_EFFECTS] + [(e, 0.0, True) for e in REF_EFFECTS]
+    cases.append((0.10, 0.10, True))
+    for effect, latency, guarded in cases:
+        name = _case_name(effect, latency, guarded)
+        row = _reference_case(rng, reps, effect, latency, guarded, n_opt, min_n)
+        out[name] = row
+        say(f"{name:>24} {row['seq_accept']:>8.3f} {row['seq_reject']:>8.3f} "
+            f"{row['seq_mean_repeats']:>6.2f} {row['fixed_accept']:>8.3f} "
+            f"{row['fixed_reject']:>8.3f} {row['fixed_repeats']:>6.0f}")
+    for with_guard, suffix in ((False, ""), (True, "_guarded")):
+        mix = float(np.mean([out[_case_name(e, 0.0, with_guard)]["seq_mean_repeats"]
+                             for e in REF_EFFECTS]))
+        out[f"mean_repeats_all_effects{suffix}"] = mix
+        say(f"mean repeats over the six effects{' (guarded)' if with_guard else ''}: sequential "
+            f"{mix:.2f} vs fixed {REF_CAP} ({mix / REF_CAP:.0%})")
+    out["aa_ever_p_below_005_10_looks"] = _aa_ever_significant(rng, reps, REF_CAP, n_opt)
+    out["aa_ever_p_below_005_100_looks"] = _aa_ever_significant(rng, reps, 100, n_opt)
+    say(f"A/A anytime p <= 0.05 at some look: within {REF_CAP} looks "
+        f"{out['aa_ever_p_below_005_10_looks']:.4f}, within 100 looks "
+        f"{out['aa_ever_p_below_005_100_looks']:.4f}")
+    return out
+
+
+def reference_sweep(rng: np.random.Generator, reps: int,
+                    say: Callable[[str], None]) -> dict[str, Any]:
+    """How the free constants move A/A accepts, power at +5% and the repeats (throughput)."""
+    out: dict[str, Any] = {}
+    say(f"{'n_opt':>6} {'min_n':>6} {'A/A ACC':>8} {'A/A n':>6} {'+3% ACC':>8} {'+5% ACC':>8} "
+        f"{'+5% n':>6} {'+-10% n':>8} {'ever p<=.05 (100)':>18}")
+    for n_opt in (2, 3, 5, 10, 20):
+        for min_n in (2, 3):
+            aa = _reference_case(rng, reps, 0.0, 0.0, False, n_opt, min_n)
+            p3 = _reference_case(rng, reps, 0.03, 0.0, False, n_opt, min_n)
+            p5 = _reference_case(rng, reps, 0.05, 0.0, False, n_opt, min_n)
+            clear = [_reference_case(rng, reps, e, 0.0, False, n_opt, min_n)["seq_mean_repeats"]
+                     for e in (-0.10, 0.10)]
+            ever = _aa_ever_significant(rng, reps, 100, n_opt)
+            out[f"n_opt_{n_opt}_min_n_{min_n}"] = {
+                "aa_accept": aa["seq_accept"], "aa_mean_repeats": aa["seq_mean_repeats"],
+                "accept_3pct": p3["seq_accept"], "power_5pct": p5["seq_accept"],
+                "mean_repeats_5pct": p5["seq_mean_repeats"],
+                "mean_repeats_10pct_either_way": float(np.mean(clear)),
+                "aa_ever_p_below_005_100_looks": ever}
+            say(f"{n_opt:>6} {min_n:>6} {aa['seq_accept']:>8.3f} {aa['seq_mean_repeats']:>6.2f} "
+                f"{p3['seq_accept']:>8.3f} {p5['seq_accept']:>8.3f} {p5['seq_mean_repeats']:>6.2f} "
+                f"{np.mean(clear):>8.2f} {ever:>18.4f}")
+    return out
+
+
 def _wilson(rate: float, n: int) -> list[float]:
     """95% Wilson interval of a measured rate (how exact the benchmark's own numbers are)."""
     z = 1.959964
     centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return [round(float(centre - half), 4), round(float(centre + half), 4)]
+
+
+def _reference_section(rng: np.random.Generator, args: argparse.Namespace,
+                       say: Callable[[str], None]) -> dict[str, Any]:
+    say(f"\n== sequential against a fixed reference arm: sigma {SIGMA:.0%}, {REF_N} reference "
+        f"repeats, cap {REF_CAP}, n_opt {DEFAULT_N_OPT}, min_n 2; fixed gate at n = {REF_CAP} ==")
+    out: dict[str, Any] = {"reference_gate": reference_gate(rng, args.reps, DEFAULT_N_OPT, 2,
+                                                            say)}
+    if args.reference_sweep:
+        say("\nsweep of the free constants (throughput only):")
+        out["reference_sweep"] = reference_sweep(rng, args.reps, say)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,10 +340,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20240605)
     ap.add_argument("--stationary-streams", type=int, default=20,
                     help="5000-sample stationary streams per drift detector")
+    ap.add_argument("--reference-only", action="store_true",
+                    help="run only the sequential-against-reference section")
+    ap.add_argument("--reference-sweep", action="store_true",
+                    help="also sweep n_opt and min_n of the sequential-against-reference gate")
     args = ap.parse_args(argv)
     say: Callable[[str], None] = (lambda s: None) if args.json else print
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
+    if args.reference_only:
+        out_ref = _reference_section(rng, args, say)
+        out_ref["runtime_s"] = round(time.perf_counter() - started, 1)
+        say(f"\nruntime {out_ref['runtime_s']} s")
+        print(json.dumps(out_ref, sort_keys=True))
+        return 0
     n = gate_sample_size(SIGMA, 0.05, noise_repeats=NOISE_REPEATS)
     out: dict[str, Any] = {
         "sigma": SIGMA, "reps": args.reps, "seed": args.seed, "noise_repeats": NOISE_REPEATS,
@@ -283,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             f"delay mean {r['delay_mean']:.1f} p95 {r['delay_p95']:.0f} max {r['delay_max']:.0f}"
             f"  location error mean {r['location_error_mean']:.2f} max "
             f"{r['location_error_max']:.0f}")
+    out.update(_reference_section(rng, args, say))
     out["runtime_s"] = round(time.perf_counter() - started, 1)
     say(f"\nruntime {out['runtime_s']} s")
     print(json.dumps(out, sort_keys=True))

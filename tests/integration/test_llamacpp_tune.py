@@ -19,7 +19,7 @@ import pytest
 
 from tunegate.api import BenchOptions, TargetOptions, bench
 from tunegate.results import write_json
-from tunegate.servers.lifecycle import RestartStatus, restart
+from tunegate.servers.lifecycle import RestartStatus
 from tunegate.testing.gguf_models import BENCH, ensure_model
 from tunegate.testing.llamacpp import (
     BUILD_HINT,
@@ -99,12 +99,12 @@ def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -
         assert validate.returncode == 0, validate.stdout
 
         # an impossible config rolls back to the kept one by itself
-        kept_config = tuner._server_config(kept["params"])
+        kept_config = tuner.ctx.server_config(kept["params"])
         # (a huge -c instead gets the process OOM-killed here: not something to do to a CI box)
-        impossible = tuner._server_config({**kept["params"], "parallel": 100_000})
-        outcome = restart(tuner.adapter, impossible, fallback_config=kept_config,
-                          log_dir=tmp_path / "logs", current=tuner.handle, budget=120)
-        tuner.handle = outcome.handle
+        impossible = tuner.ctx.server_config({**kept["params"], "parallel": 100_000})
+        # the engine still runs the kept config the tuner left serving: the restart stops it
+        outcome = tuner.ctx.engine.restart(impossible, kept_config, tmp_path / "logs",
+                                           budget=120)
         assert outcome.status is RestartStatus.ROLLED_BACK
         assert outcome.running_config == kept_config
         after = bench(BenchOptions(target=TargetOptions(url=url),
@@ -112,5 +112,4 @@ def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -
                                        {**WORKLOAD, "num_requests": 4})))
         assert after.summary["completed"] == 4
     finally:
-        if tuner.handle is not None:
-            tuner.adapter.stop(tuner.handle)
+        tuner.ctx.engine.stop()

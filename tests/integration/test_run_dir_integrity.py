@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tunegate.cli import main
+from tunegate.servers.engine import VirtualEngine
 from tunegate.tuner.decisions import digest
 
 pytestmark = pytest.mark.integration
@@ -79,19 +80,34 @@ plots = true
 Run = Callable[..., tuple[int, str, str]]
 
 
+class RememberingEngine(VirtualEngine):
+    """The ``simulator-virtual`` engine, remembering the last server it ran: the run stops it
+    when it ends, and the test reads what that server was started with."""
+
+    last_handle: Any = None
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.last_handle = self.handle
+        super().stop()
+
+
 @pytest.fixture(scope="module")
 def original(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
-    """The finished run directory and the tuner that wrote it (run once for the module)."""
+    """The finished run directory and the engine it ran on (run once for the module)."""
     from tunegate.tuner.config import load_config
-    from tunegate.tuner.driver import Tuner
+    from tunegate.tuner.driver import Tuner, default_engine
 
     root = tmp_path_factory.mktemp("integrity")
     (root / "tune.toml").write_text(CONFIG, encoding="utf-8")
+    config = load_config(root / "tune.toml")
+    virtual = default_engine(config, root / "run")
+    assert isinstance(virtual, VirtualEngine)
+    engine = RememberingEngine(virtual.simulator, virtual.service_id)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TUNEGATE_LOCK_DIR", str(root / "locks"))
-        tuner = Tuner(load_config(root / "tune.toml"), root / "run")
-        tuner.run()
-    yield root / "run", tuner
+        Tuner(config, root / "run", engine=engine).run()
+    yield root / "run", engine
 
 
 @pytest.fixture
@@ -125,7 +141,7 @@ def every_file(run_dir: Path) -> list[Path]:
 
 
 def test_no_secret_reaches_any_byte_of_the_run_directory(original: tuple[Path, Any]) -> None:
-    run_dir, tuner = original
+    run_dir, engine = original
     files = every_file(run_dir)
     assert {p.name for p in files} >= {"journal.jsonl", "decisions.jsonl", "summary.json",
                                        "report.md", "kept.json", "simulator-virtual.log",
@@ -138,7 +154,8 @@ def test_no_secret_reaches_any_byte_of_the_run_directory(original: tuple[Path, A
     config = next(r["data"] for r in journal if r["type"] == "config")
     assert config["server"]["env"] == {"HF_TOKEN": "***", "MY_VAR": "***", "PLAIN": "visible"}
     # ... while the engine itself was started with the real values.
-    assert tuner.handle.engine_info["engine_config"]["env"] == {**SECRETS, "PLAIN": "visible"}
+    assert engine.last_handle.engine_info["engine_config"]["env"] == {**SECRETS,
+                                                                      "PLAIN": "visible"}
 
 
 def test_the_run_directory_is_private(original: tuple[Path, Any]) -> None:
@@ -197,7 +214,7 @@ def test_a_config_read_back_from_the_journal_takes_secrets_from_the_environment(
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
     monkeypatch.setenv("MY_VAR", MY_VAR)
     resumed = Tuner(recorded, tmp_path / "run")
-    assert resumed._server_config({}).env == {**SECRETS, "PLAIN": "visible"}
+    assert resumed.ctx.server_config({}).env == {**SECRETS, "PLAIN": "visible"}
 
 
 def _toml() -> dict[str, Any]:

@@ -188,24 +188,27 @@ def test_the_api_scrapes_with_its_options(tmp_path: Path) -> None:
 
 def test_a_tuner_repeat_on_a_served_engine_scrapes_it(tmp_path: Path) -> None:
     from tunegate.servers.adapters import SimulatorAdapter
+    from tunegate.servers.engine import BenchSettings, ProcessEngine
     from tunegate.testing.llamacpp import free_loopback_port
-    from tunegate.tuner.config import BenchmarkSection
     from tunegate.tuner.measure import measure
     from tunegate.workload import build_workload
 
     adapter = SimulatorAdapter("fast", startup_budget_s=60)
+    engine = ProcessEngine(adapter, "simulator-telemetry-test")
     config = adapter.default_config({"max_num_seqs": 4}, port=free_loopback_port())
-    process = adapter.start(config, tmp_path / "logs")
+    started = engine.start(config, tmp_path / "logs", budget=60)
+    assert started.ok, started.report.to_dict()
+    process = started.handle
     (tmp_path / "measurements").mkdir()
     # ~5 s at 4 seats: the default 2 s interval samples the engine busy
     workload = build_workload(WorkloadConfig(dataset="synthetic", num_requests=48,
                                              concurrency=8, input_tokens="128",
                                              output_tokens="64"))
     try:
-        result = measure(adapter, process, config, workload, BenchmarkSection(),
+        result = measure(engine, config, workload, BenchSettings(),
                          run_dir=tmp_path, name="m0", repeat=0)
     finally:
-        adapter.stop(process)
+        engine.stop()
     block = result.server_metrics
     assert block is not None
     assert block["source"] == f"{process.base_url}/metrics" and block["covers_run"] is True

@@ -171,6 +171,7 @@ def test_a_run_killed_before_its_config_record_can_be_continued(
 
 
 def test_the_command_adapters_name_option_passes_through(tmp_path: Path) -> None:
+    from tunegate.servers.engine import ProcessEngine
     from tunegate.tuner.config import load_config
     from tunegate.tuner.driver import Tuner
 
@@ -178,7 +179,8 @@ def test_the_command_adapters_name_option_passes_through(tmp_path: Path) -> None
     path.write_text(CONFIG.replace('adapter = "simulator-virtual"', 'adapter = "command"')
                     + '\n[server.options]\nargv = ["my-server", "--port", "{port}"]\n'
                     + 'name = "my-engine"\n', encoding="utf-8")
-    assert Tuner(load_config(path), tmp_path / "run").adapter.name == "my-engine"
+    engine = Tuner(load_config(path), tmp_path / "run").ctx.engine
+    assert isinstance(engine, ProcessEngine) and engine.deployable.name == "my-engine"
 
 
 # ---- replay ------------------------------------------------------------------------------

@@ -25,10 +25,12 @@ import pytest
 
 from tunegate.cli import main
 from tunegate.search.storage import StudyStore
-from tunegate.tuner import deciders, driver
+from tunegate.tuner import deciders
 from tunegate.tuner.config import load_config
 from tunegate.tuner.decisions import replay_decisions
+from tunegate.tuner.driver import Tuner
 from tunegate.tuner.journal import read_journal
+from tunegate.tuner.proposal_history import expand
 from tunegate.tuner.shared import open_study
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -98,13 +100,24 @@ def final_state(run_dir: Path) -> dict[str, Any]:
     return last
 
 
+def final_transition(run_dir: Path) -> dict[str, Any]:
+    """The state the last journalled transition entered."""
+    records = read_journal(run_dir / "journal.jsonl").records
+    last: dict[str, Any] = [r.data["state"] for r in records if r.type == "transition"][-1]
+    return last
+
+
 def history(run_dir: Path) -> list[dict[str, Any]]:
     return list(final_state(run_dir)["history"])
 
 
 def proposals(run_dir: Path) -> list[dict[str, Any]]:
-    return [r.data for r in read_journal(run_dir / "decisions.jsonl").records
-            if r.data["component"] == "proposer"]
+    """The run's proposer decisions, each with its whole search history (a decision records
+    the history since the previous one and refers to that one for the rest)."""
+    decisions = [r.data for r in read_journal(run_dir / "decisions.jsonl").records]
+    inputs = {d["id"]: d["inputs"] for d in decisions}
+    return [{**d, "inputs": expand(d["inputs"], inputs.get)} for d in decisions
+            if d["component"] == "proposer"]
 
 
 def stored(study: Path) -> Counter[tuple[str, int]]:
@@ -241,24 +254,23 @@ class Crash(BaseException):
     """kill -9 at a chosen point (nothing in the tuner catches a BaseException)."""
 
 
-def test_a_crash_while_proposing_resumes_to_the_same_decision(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_while_proposing_resumes_to_the_same_decision(tmp_path: Path) -> None:
     study = tmp_path / "shared.db"
     config = write_config(tmp_path / "a.toml", study, budget=3)
-    real_decide = driver.Tuner._decide
 
-    def crashing(self: driver.Tuner, kind: Any, component: str, inputs: Any,
-                 **kw: Any) -> Any:
-        outputs, decision_id = real_decide(self, kind, component, inputs, **kw)
-        if component == "proposer" and outputs["trial"] == 2 and not crashed:
-            crashed.append(decision_id)  # recorded, then killed before the transition
+    def say(line: str) -> None:
+        # PROPOSE says the proposal once its decision is recorded, before the transition
+        if line.startswith("trial 2 (") and not crashed:
+            crashed.append(line)
             raise Crash()
-        return outputs, decision_id
 
     crashed: list[str] = []
-    monkeypatch.setattr(driver.Tuner, "_decide", crashing)
     with pytest.raises(Crash):
-        tune(config, tmp_path / "a")
+        Tuner(load_config(config), tmp_path / "a", say=say).run()
+    made = [d for d in proposals(tmp_path / "a") if d["outputs"]["trial"] == 2]
+    assert len(made) == 1  # recorded, then killed before the transition
+    assert final_transition(tmp_path / "a")["state"] == "propose"
+    crashed_id = made[0]["id"]
     # meanwhile another run of the same search writes a result, and the run is moved
     store = open_study(load_config(config), tmp_path)
     store.sync([{"trial": 0, "params": {"max_num_seqs": 20, "enable_chunked_prefill": False},
@@ -267,7 +279,7 @@ def test_a_crash_while_proposing_resumes_to_the_same_decision(
     assert main(["tune", "--resume", str(tmp_path / "moved"), "--quiet"]) == 0
 
     made = [d for d in proposals(tmp_path / "moved") if d["outputs"]["trial"] == 2]
-    assert [d["id"] for d in made] == crashed  # the resume decided on the data it had
+    assert [d["id"] for d in made] == [crashed_id]  # the resume decided on the data it had
     assert not any(e["op"] == "learn" and e["run"] == "other"
                    for e in made[0]["inputs"]["history"])
     learnt = [e for e in history(tmp_path / "moved") if e["op"] == "learn"]

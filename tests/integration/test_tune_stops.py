@@ -6,8 +6,9 @@ end (3,927 measurements and 179 MB in a minute). Now the first valid baseline re
 metric the config names stops the run: state ``aborted``, exit 2 (the config asks for a figure
 this workload cannot produce: a usage error found by measuring), the reason naming the metric,
 the field, the repeat and why, in the final console line, ``summary.json`` and ``report.md``.
-A candidate whose valid repeat lacks a gated metric is discarded and rolled back (the gate
-could not judge it; VERIFY would wait for it forever).
+A candidate whose valid repeat lacks a gated metric (here: the server's ``/metrics`` scrape was
+lost, so a guardrail on ``kv_cache_usage_peak`` has no value) is discarded and rolled back (the
+gate could not judge it; VERIFY would wait for it forever).
 
 Also here: ``--budget`` bounds and a resumed run whose recorded config is invalid, each one line
 and exit 2 before anything is measured.
@@ -26,10 +27,13 @@ from typing import Any
 import pytest
 
 from tunegate.cli import main
+from tunegate.servers.adapters import ServerConfig, VirtualSimulator
+from tunegate.servers.engine import BenchSettings, EngineRun, VirtualEngine
+from tunegate.servers.lifecycle import RestartOutcome, RestartStatus, StartResult
 from tunegate.tuner import driver
 from tunegate.tuner.config import load_config
 from tunegate.tuner.journal import Journal
-from tunegate.tuner.measure import Measurement
+from tunegate.workload.spec import Workload
 
 pytestmark = [pytest.mark.integration]
 
@@ -114,31 +118,52 @@ def test_a_figure_the_model_never_produces_ends_the_run_too(
     assert "no mean_ttfat_ms ([objective] metric): no request streamed reasoning" in out
 
 
+class LostScrapeEngine(VirtualEngine):
+    """``simulator-virtual``, except that the server's ``/metrics`` scrape is lost while a
+    candidate serves: its repeats are valid but hold none of the server's own figures."""
+
+    def __init__(self, simulator: VirtualSimulator, service_id: str) -> None:
+        super().__init__(simulator, service_id)
+        self.candidate_serves = False
+        self.measured: list[str] = []
+
+    def start(self, config: ServerConfig, log_dir: Path, *,
+              budget: float | None) -> StartResult[Any]:
+        self.candidate_serves = False  # the baseline
+        return super().start(config, log_dir, budget=budget)
+
+    def restart(self, config: ServerConfig, fallback: ServerConfig, log_dir: Path, *,
+                budget: float | None) -> RestartOutcome[Any]:
+        outcome = super().restart(config, fallback, log_dir, budget=budget)
+        self.candidate_serves = outcome.status is RestartStatus.STARTED and config != fallback
+        return outcome
+
+    def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
+                repeat: int) -> EngineRun:
+        self.measured.append("candidate" if self.candidate_serves else "kept")
+        if len(self.measured) > 40:
+            raise AssertionError(f"measured without end: {self.measured[-5:]}")
+        run = super().measure(config, workload, settings, repeat=repeat)
+        return EngineRun(run.records, None) if self.candidate_serves else run
+
+
 def test_a_candidate_without_a_gated_metric_is_rolled_back_not_measured_forever(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = driver.measure
-    calls: list[str] = []
-
-    def measure(*args: Any, **kwargs: Any) -> Measurement:
-        calls.append(kwargs["name"])
-        if len(calls) > 40:
-            raise AssertionError(f"measured without end: {calls[-5:]}")
-        result = real(*args, **kwargs)
-        if "candidate" not in kwargs["name"]:
-            return result
-        gone = {"output_throughput": None, "p99_ttft_ms": None}  # e.g. scrape or parse lost
-        return Measurement({**result.summary, **gone}, result.validation,
-                           result.records_file, result.server_metrics)
-
-    monkeypatch.setattr(driver, "measure", measure)
-    tuner = driver.Tuner(load_config(write(tmp_path)), tmp_path / "run",
-                         lock_dir=tmp_path / "locks")
+        tmp_path: Path) -> None:
+    path = write(tmp_path)  # a guardrail on a figure only the server's /metrics holds
+    path.write_text(path.read_text(encoding="utf-8") + '\n[[guardrails]]\n'
+                    'metric = "kv_cache_usage_peak"\ndirection = "lower"\ntolerance = 0.5\n',
+                    encoding="utf-8")
+    config = load_config(path)
+    virtual = driver.default_engine(config, tmp_path / "run")
+    assert isinstance(virtual, VirtualEngine)
+    engine = LostScrapeEngine(virtual.simulator, virtual.service_id)
+    tuner = driver.Tuner(config, tmp_path / "run", engine=engine, lock_dir=tmp_path / "locks")
     rs = tuner.run()
     assert rs.state.value == "budget_exhausted"
-    candidates = [name for name in calls if "candidate" in name]
-    assert len(candidates) == 2  # one repeat per trial, then rolled back
+    assert engine.measured.count("candidate") == 2  # one repeat per trial, then rolled back
     assert [t["verdict"] for t in rs.trials_log] == ["BASELINE", "INVALID", "INVALID"]
-    assert any("has no output_throughput" in line and "rolled back" in line for line in rs.story)
+    assert any("has no kv_cache_usage_peak" in line and "rolled back" in line
+               for line in rs.story)
 
 
 # ---- bounds on the command line, and on resume ----------------------------------------------

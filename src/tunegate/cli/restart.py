@@ -18,10 +18,14 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunegate.cli.console import console
 from tunegate.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from tunegate.tuner.config import TuneConfig
+    from tunegate.tuner.context import TunerContext
 
 __all__ = ["run", "run_rollback"]
 
@@ -65,17 +69,17 @@ def _report(outcome: Any) -> int:
     return {"started": 0, "rolled_back": 4}.get(status, 1)
 
 
-def _tuner(config_path: Path | None) -> Any:
-    from tunegate.tuner.config import load_config
+def _context(config: TuneConfig, run_dir: Path) -> TunerContext:
+    """The engine ``[server]`` names and the tuner's view of configs (model, host, port,
+    environment with secrets real), exactly as a tuning run would start them."""
     from tunegate.tuner.driver import Tuner
-    from tunegate.tuner.seed_story import default_config
 
-    config = load_config(config_path) if config_path else default_config()
-    return Tuner(config, Path("."))
+    return Tuner(config, run_dir).ctx
 
 
 def run(argv: Sequence[str]) -> int:
-    from tunegate.servers.lifecycle import restart
+    from tunegate.tuner.config import load_config
+    from tunegate.tuner.seed_story import default_config
 
     parser = argparse.ArgumentParser(prog="tunegate restart", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -84,8 +88,8 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--run-dir", type=Path, help="roll back to this run's kept config")
     parser.add_argument("--log-dir", type=Path, default=Path("logs"))
     args = parser.parse_args(list(argv))
-    tuner = _tuner(args.config)
-    baseline = tuner._engine(tuner.space.default() | dict(tuner.config.baseline))
+    ctx = _context(load_config(args.config) if args.config else default_config(), Path("."))
+    baseline = ctx.engine_params(ctx.space.default() | dict(ctx.config.baseline))
     fallback = _kept(args.run_dir)["params"] if args.run_dir else baseline
     target = {**baseline, **_sets(args.set)}
     from tunegate.tuner.atomic import private_directory
@@ -96,22 +100,18 @@ def run(argv: Sequence[str]) -> int:
         raise UsageError(f"--log-dir {args.log_dir}: cannot be used as a directory "
                          f"({exc.strerror}); name a directory (it is created if missing)"
                          ) from None
-    outcome = restart(tuner.adapter, tuner._server_config(target),
-                      fallback_config=tuner._server_config(fallback), log_dir=args.log_dir,
-                      budget=tuner.config.server.startup_budget_s)
+    outcome = ctx.engine.restart(ctx.server_config(target), ctx.server_config(fallback),
+                                 args.log_dir, budget=ctx.config.server.startup_budget_s)
     return _report(outcome)
 
 
 def run_rollback(argv: Sequence[str]) -> int:
-    from tunegate.servers.lifecycle import start_with_verification
-
     parser = argparse.ArgumentParser(prog="tunegate rollback", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--dry-run", action="store_true", help="show the target only")
     args = parser.parse_args(list(argv))
     from tunegate.cli.tune import _config_from_journal
-    from tunegate.tuner.driver import Tuner
 
     kept = _kept(args.run_dir)
     console.print(f"rollback target: trial {kept['trial']}, kept by decision {kept['decision']}")
@@ -119,10 +119,9 @@ def run_rollback(argv: Sequence[str]) -> int:
         console.print(f"  {name} = {value!r}")
     if args.dry_run:
         return 0
-    tuner = Tuner(_config_from_journal(args.run_dir), args.run_dir)
-    started = start_with_verification(tuner.adapter, tuner._server_config(kept["params"]),
-                                      log_dir=args.run_dir / "logs",
-                                      budget=tuner.config.server.startup_budget_s)
+    ctx = _context(_config_from_journal(args.run_dir), args.run_dir)
+    started = ctx.engine.start(ctx.server_config(kept["params"]), args.run_dir / "logs",
+                               budget=ctx.config.server.startup_budget_s)
     for step in started.report.steps:
         console.print(f"  {step.name}: {step.status.value} {step.detail}")
     return 0 if started.ok else 1

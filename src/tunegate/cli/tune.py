@@ -3,7 +3,8 @@
 Exit codes: 0 finished within budget or converged; 3 the baseline's data is invalid and no
 must-change fix repairs it; 4 environment abnormal (two consecutive failed starts, or rollback
 failed; the kept config is what remains; the reason quotes the last failed start); 5 aborted
-(another run holds the service, or no confirmation in production mode); 2 usage error, before
+(another run holds the service or took it over, or no confirmation in production
+mode); 2 usage error, before
 anything runs, or a metric the config names that a valid baseline repeat does not hold (ITL
 with one output token, a server figure the server does not report: the run stops ABORTED
 after that repeat, since measuring again cannot produce it); 1 other; 130 interrupted (resume
@@ -25,11 +26,19 @@ from rich.table import Table
 
 from tunegate.cli.console import console
 from tunegate.errors import ConfigError, UsageError
+from tunegate.tuner.outcomes import EndReason
 
 __all__ = ["run"]
 
-EXIT_BY_STATE = {"converged": 0, "budget_exhausted": 0, "environment_abnormal": 4,
-                 "aborted": 5}
+EXIT_BY_REASON: dict[EndReason, int] = {
+    EndReason.BUDGET_SPENT: 0, EndReason.CONVERGED: 0,
+    EndReason.START_FAILED_TWICE: 4, EndReason.ROLLBACK_FAILED: 4,
+    EndReason.LEASE_DENIED: 5, EndReason.LEASE_LOST: 5, EndReason.NO_CONFIRMATION: 5,
+    EndReason.NOT_CONFIRMED: 5,
+    EndReason.BASELINE_INVALID: 3, EndReason.GAUGE_UNFIXABLE: 3,
+    EndReason.METRIC_MISSING: 2, EndReason.INTERRUPTED: 130,
+}
+"""Why the run ended -> the exit code (a test checks every reason has one)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -146,7 +155,7 @@ def run(argv: Sequence[str]) -> int:
     def say(line: str) -> None:
         if not args.quiet:
             console.print(line, markup=False)  # "[objective]", an engine's "[rank0]:" ...
-        elif line.startswith("another tuning run holds this service"):
+        elif line.startswith("another tuning run holds this service"):  # said before the end
             print(f"tunegate tune: {line}", file=sys.stderr)  # --quiet still says why
 
     status = console.status("starting", spinner="dots") if not args.quiet else None
@@ -170,20 +179,12 @@ def run(argv: Sequence[str]) -> int:
         console.print(f"status: [bold]{rs.state.value}[/] ({escape(rs.reason)})")
         console.print(f"run directory: {escape(str(run_dir))} (summary.json, report.md, "
                       "decisions.jsonl, journal.jsonl)")
-    code = _exit_code(rs.state.value, rs.reason)
+    code = _exit_code(rs.end_reason)
     if args.quiet and code != 0:
         print(f"tunegate tune: {rs.state.value}: {rs.reason}", file=sys.stderr)
     return code
 
 
-def _exit_code(state: str, reason: str) -> int:
-    from tunegate.tuner.driver import METRIC_MISSING
-
-    if reason.startswith("the baseline failed validation") or \
-            reason.startswith("the service as given produces invalid data"):
-        return 3
-    if reason.startswith(METRIC_MISSING):
-        return 2
-    if reason == "interrupted by the operator":
-        return 130
-    return EXIT_BY_STATE.get(state, 1)
+def _exit_code(end_reason: EndReason | None) -> int:
+    """The exit code of a run that ended for ``end_reason`` (1: none, a tuner bug)."""
+    return EXIT_BY_REASON[end_reason] if end_reason is not None else 1

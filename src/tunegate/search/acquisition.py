@@ -1,4 +1,4 @@
-"""Acquisition functions for :class:`~tunegate.search.bayes.BayesProposer` (BoTorch, lazy).
+"""Acquisition functions for Bayesian optimisation (BoTorch, imported lazily).
 
 * one objective: ``qLogNoisyExpectedImprovement`` (noise-aware: the incumbent is the model's,
   not the luckiest noisy draw) or ``UpperConfidenceBound`` (``beta = 4``);
@@ -10,24 +10,54 @@
 
 MC samplers are quasi-random with fixed seeds and the optimiser uses fixed raw samples and
 restarts, so the scores are a pure function of the data and the seed.
+
+This module knows nothing of the proposer that calls it: it takes the data as arrays and the
+search's goals as an :class:`AcquisitionSpec` (plain values), so ``bayes`` depends on it and
+never the other way round.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import qmc
 
+from tunegate.search.design import snap
+from tunegate.search.objectives import Objective, OutcomeConstraint
 from tunegate.search.space import SearchSpace
 from tunegate.search.surrogate import FeasibilityModel, fit_outcomes, torch_module
 
-if TYPE_CHECKING:
-    from tunegate.search.bayes import BayesProposer
-
-__all__ = ["neighbours", "posterior", "posterior_means", "reason", "score_candidates",
+__all__ = ["AcquisitionSpec", "neighbours", "posterior", "reason", "score_candidates",
            "warm_up"]
+
+
+@dataclass(frozen=True, slots=True)
+class AcquisitionSpec:
+    """What the acquisition optimises and with how much effort.
+
+    Args:
+        objectives: One to five; the outcome columns start with them, in this order.
+        outcome_constraints: SLOs, modelled as the columns after the objectives.
+        kind: ``ei`` (the LogEI family) or ``ucb`` (one objective, no SLOs).
+        raw_samples / restarts: The optimiser's fixed effort.
+    """
+
+    objectives: tuple[Objective, ...]
+    outcome_constraints: tuple[OutcomeConstraint, ...] = ()
+    kind: Literal["ei", "ucb"] = "ei"
+    raw_samples: int = 256
+    restarts: int = 4
+
+    @property
+    def signs(self) -> NDArray[np.float64]:
+        """Per outcome column: +1 where higher is better (and for SLO metrics), -1 where lower
+        is; multiplying by it turns every objective into one to maximise."""
+        return np.asarray([o.sign for o in self.objectives]
+                          + [1.0] * len(self.outcome_constraints), dtype=float)
+
 
 _POOL = 256
 _INCUMBENTS = 3
@@ -49,6 +79,8 @@ def neighbours(space: SearchSpace, point: NDArray[np.float64]) -> NDArray[np.flo
             moved[i] = min(max(u, 0.0), 1.0)
             out.append(moved)
     return np.asarray(out, dtype=float).reshape(-1, len(point))
+
+
 _MC_SAMPLES = 64
 _MC_SAMPLES_MO = 32  # qLogNEHVI partitions the front once per sample: the cost scales with it
 
@@ -61,24 +93,17 @@ def warm_up() -> None:
     from botorch.models import SingleTaskGP  # noqa: F401
 
 
-def reason(proposer: BayesProposer) -> str:
+def reason(spec: AcquisitionSpec) -> str:
     """The proposal reason recorded for a model-based round."""
-    if len(proposer.objectives) > 1:
+    if len(spec.objectives) > 1:
         return "gp-qlognehvi"
-    return "gp-ucb" if proposer.acquisition == "ucb" else "gp-logei"
+    return "gp-ucb" if spec.kind == "ucb" else "gp-logei"
 
 
-def _maximised(proposer: BayesProposer, Y: NDArray[np.float64]) -> NDArray[np.float64]:
-    out = np.array(Y, dtype=float, copy=True)
-    for j, objective in enumerate(proposer.objectives):
-        out[:, j] *= objective.sign
-    return out
-
-
-def _constraints(proposer: BayesProposer) -> list[Any]:
-    k = len(proposer.objectives)
+def _constraints(spec: AcquisitionSpec) -> list[Any]:
+    k = len(spec.objectives)
     out = []
-    for j, slo in enumerate(proposer.outcome_constraints):
+    for j, slo in enumerate(spec.outcome_constraints):
         sign = 1.0 if slo.op == "<=" else -1.0
 
         def constraint(Z: Any, X: Any = None, i: int = k + j, b: float = slo.bound,
@@ -93,7 +118,7 @@ def _first(Z: Any, X: Any = None) -> Any:
     return Z[..., 0]
 
 
-def _acquisition(proposer: BayesProposer, model: Any, X_ok: NDArray[np.float64],
+def _acquisition(spec: AcquisitionSpec, model: Any, X_ok: NDArray[np.float64],
                  Y: NDArray[np.float64], seed: int) -> Any:
     torch = torch_module()
     from botorch.acquisition import UpperConfidenceBound, qLogNoisyExpectedImprovement
@@ -104,13 +129,13 @@ def _acquisition(proposer: BayesProposer, model: Any, X_ok: NDArray[np.float64],
     from botorch.acquisition.objective import GenericMCObjective
     from botorch.sampling import SobolQMCNormalSampler
 
-    k = len(proposer.objectives)
-    constraints = _constraints(proposer) or None
+    k = len(spec.objectives)
+    constraints = _constraints(spec) or None
     samples = _MC_SAMPLES if k == 1 else _MC_SAMPLES_MO
     sampler = SobolQMCNormalSampler(sample_shape=torch.Size([samples]), seed=seed)
     train_x = torch.as_tensor(X_ok, dtype=torch.double)
     if k == 1:
-        if proposer.acquisition == "ucb":
+        if spec.kind == "ucb":
             return UpperConfidenceBound(model, beta=4.0)
         objective = GenericMCObjective(_first) if Y.shape[1] > 1 else None
         return qLogNoisyExpectedImprovement(model, X_baseline=train_x, sampler=sampler,
@@ -124,12 +149,15 @@ def _acquisition(proposer: BayesProposer, model: Any, X_ok: NDArray[np.float64],
         constraints=constraints, prune_baseline=True, cache_root=False)
 
 
-def score_candidates(proposer: BayesProposer, X_ok: NDArray[np.float64],
+def score_candidates(space: SearchSpace, spec: AcquisitionSpec, X_ok: NDArray[np.float64],
                      Y_ok: NDArray[np.float64], X_all: NDArray[np.float64],
                      started: NDArray[np.bool_], *, seed: int
                      ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Candidate points (snapped), their acquisition values, and which of them are one-move
     neighbours of the incumbent (the best observed config by posterior mean).
+
+    ``X_ok``/``Y_ok``: points with outcomes (raw metric values, columns as ``spec``);
+    ``X_all``/``started``: every evaluated point and whether it started (the feasibility model).
 
     Candidates: the optima of ``restarts`` gradient runs from ``raw_samples`` seeded starts,
     plus a seeded pool of Sobol points, plus the one-parameter :func:`neighbours` of the three
@@ -139,36 +167,33 @@ def score_candidates(proposer: BayesProposer, X_ok: NDArray[np.float64],
     torch = torch_module()
     from botorch.optim import optimize_acqf
 
-    from tunegate.search.design import snap
-
-    space = proposer.space
     dims = space.dims
-    Y = _maximised(proposer, Y_ok)
+    Y = Y_ok * spec.signs
     model = fit_outcomes(X_ok, Y, seed=seed)
     feasibility = FeasibilityModel(X_all, started, seed=seed) if not started.all() else None
     torch.manual_seed(seed)
-    acq = _acquisition(proposer, model, X_ok, Y, seed)
+    acq = _acquisition(spec, model, X_ok, Y, seed)
     scale = float(np.std(Y[:, 0])) or 1.0
 
     def score(X: Any) -> Any:
         value = acq(X)
         if feasibility is not None:
             penalty = feasibility.log_prob(X)
-            value = value + (penalty * scale if proposer.acquisition == "ucb" else penalty)
+            value = value + (penalty * scale if spec.kind == "ucb" else penalty)
         return value
 
     bounds = torch.stack([torch.zeros(dims, dtype=torch.double),
                           torch.ones(dims, dtype=torch.double)])
-    optima, _ = optimize_acqf(score, bounds=bounds, q=1, num_restarts=proposer.restarts,
-                              raw_samples=proposer.raw_samples, return_best_only=False,
+    optima, _ = optimize_acqf(score, bounds=bounds, q=1, num_restarts=spec.restarts,
+                              raw_samples=spec.raw_samples, return_best_only=False,
                               options={"seed": seed, "maxiter": _MAXITER,
-                                       "batch_limit": proposer.restarts},
+                                       "batch_limit": spec.restarts},
                               retry_on_optimization_warning=False)
     pool = qmc.Sobol(d=dims, scramble=True, seed=seed).random(_POOL)
     with torch.no_grad():
         means = model.posterior(torch.as_tensor(X_ok, dtype=torch.double)).mean[:, 0].numpy()
     incumbents = X_ok[np.argsort(-means, kind="stable")[:_INCUMBENTS]]
-    moves = [neighbours(proposer.space, x) for x in incumbents]
+    moves = [neighbours(space, x) for x in incumbents]
     raw = np.vstack([optima.detach().numpy().reshape(-1, dims), pool, *moves])
     local = np.zeros(len(raw), dtype=bool)
     local[len(raw) - sum(len(m) for m in moves):][: len(moves[0])] = True
@@ -178,18 +203,17 @@ def score_candidates(proposer: BayesProposer, X_ok: NDArray[np.float64],
     return candidates, np.asarray(values.numpy(), dtype=float).reshape(-1), local
 
 
-def posterior(proposer: BayesProposer, points: NDArray[np.float64], *, seed: int = 0
+def posterior(spec: AcquisitionSpec, X_ok: NDArray[np.float64], Y_ok: NDArray[np.float64],
+              points: NDArray[np.float64], *, seed: int = 0
               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The surrogate's mean and standard deviation of every modelled metric (raw units,
-    columns as :attr:`BayesProposer.metrics`) at unit ``points``, fitted on all observations.
+    columns as ``Y_ok``) at unit ``points``, fitted on ``X_ok``/``Y_ok``.
 
     Noisy single measurements flatter lucky configs; the posterior mean shrinks them towards
     their neighbours, so recommending by it resists the winner's curse.
     """
     torch = torch_module()
-    X_ok, Y_ok, _, _ = proposer.dataset()
-    signs = np.asarray([o.sign for o in proposer.objectives]
-                       + [1.0] * len(proposer.outcome_constraints), dtype=float)
+    signs = spec.signs
     model = fit_outcomes(X_ok, Y_ok * signs, seed=seed)
     with torch.no_grad():
         post = model.posterior(torch.as_tensor(points, dtype=torch.double))
@@ -198,9 +222,3 @@ def posterior(proposer: BayesProposer, points: NDArray[np.float64], *, seed: int
     std: NDArray[np.float64] = np.sqrt(np.maximum(var, 0.0))
     scaled: NDArray[np.float64] = mean * signs
     return scaled, std
-
-
-def posterior_means(proposer: BayesProposer, points: NDArray[np.float64], *,
-                    seed: int = 0) -> NDArray[np.float64]:
-    """The posterior mean part of :func:`posterior`."""
-    return posterior(proposer, points, seed=seed)[0]

@@ -20,15 +20,15 @@ pool) are scored again; the best one not yet evaluated wins.
 
 Determinism and replay: every random choice is seeded by ``(seed, round)``, torch by the same,
 the MC samplers by the seed, so a proposer rebuilt from the recorded history returns the same
-config. Because the tuner rebuilds the proposer from the whole history at every decision, the
-result of each model-based round is memoised by a hash of everything it depends on: replaying
-``n`` rounds refits nothing already fitted in this process.
+config, and so does one that was fed the same history in several steps. Rebuilding replays
+every earlier ask and so refits the model once per earlier model round; the tuner avoids that
+by keeping one live proposer per run (or per replayed log) and feeding it only the new events
+(:class:`tunegate.tuner.proposal_history.ProposerSession`). Nothing is remembered between
+proposer instances.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -39,13 +39,11 @@ from tunegate.errors import ConfigError
 from tunegate.search import acquisition
 from tunegate.search.design import initial_design, snap
 from tunegate.search.objectives import Objective, OutcomeConstraint, check_objectives
-from tunegate.search.proposer import BaseProposer
+from tunegate.search.pareto import pareto_mask
+from tunegate.search.proposer import BaseProposer, Proposal
 from tunegate.search.space import SearchSpace
 
 __all__ = ["BayesProposer", "default_initial"]
-
-_MEMO: dict[str, tuple[tuple[float, ...], str]] = {}
-_MEMO_LIMIT = 4096
 
 
 def default_initial(dims: int) -> int:
@@ -99,8 +97,18 @@ class BayesProposer(BaseProposer):
         self.local_every = local_every
         self._design = initial_design(space, self.initial + 8, seed=seed, method=design)
         self._design_cursor = 0
+        self._model_rounds = 0
+        """Proposals the surrogate chose so far (every ``local_every``-th is a local one)."""
+        self._chose_by_model = False
+        """Whether the surrogate chose the point :meth:`_next_point` returned last."""
 
     # ---- data ---------------------------------------------------------------------------------
+    @property
+    def spec(self) -> acquisition.AcquisitionSpec:
+        """The search's goals and the optimiser's effort, as the acquisition takes them."""
+        return acquisition.AcquisitionSpec(self.objectives, self.outcome_constraints,
+                                           self.acquisition, self.raw_samples, self.restarts)
+
     @property
     def metrics(self) -> list[str]:
         """Modelled outcomes: the objectives' metrics, then each SLO's metric."""
@@ -165,7 +173,15 @@ class BayesProposer(BaseProposer):
                 return point, reason
         return None
 
+    def ask(self) -> Proposal:
+        """The next config; counts it as a model round when the surrogate chose it (a point
+        the constraints could not repair is skipped, and does not count)."""
+        proposal = super().ask()
+        self._model_rounds += self._chose_by_model
+        return proposal
+
     def _next_point(self) -> tuple[tuple[float, ...], str]:
+        self._chose_by_model = False
         round_number = len(self.proposals) + 1
         if self.random_every and round_number % self.random_every == 0:
             return snap(self.space, self._rng(round_number).random(self.space.dims)), "random"
@@ -175,28 +191,25 @@ class BayesProposer(BaseProposer):
             if designed is not None:
                 return designed
             return snap(self.space, self._rng(round_number).random(self.space.dims)), "random"
-        key = self._memo_key()
-        if key not in _MEMO:
-            if len(_MEMO) >= _MEMO_LIMIT:
-                _MEMO.pop(next(iter(_MEMO)))
-            _MEMO[key] = self._model_point(round_number, X_ok, Y_ok, X_all, started)
-        return _MEMO[key]
+        return self._model_point(round_number, X_ok, Y_ok, X_all, started)
 
     def _model_point(self, round_number: int, X_ok: NDArray[np.float64],
                      Y_ok: NDArray[np.float64], X_all: NDArray[np.float64],
                      started: NDArray[np.bool_]) -> tuple[tuple[float, ...], str]:
         round_seed = self.seed * 100_003 + round_number
         candidates, scores, local = acquisition.score_candidates(
-            self, X_ok, Y_ok, X_all, started, seed=round_seed)
+            self.space, self.spec, X_ok, Y_ok, X_all, started, seed=round_seed)
         seen = np.asarray(sorted(self._evaluated()), dtype=float).reshape(-1, self.space.dims)
-        model_rounds = sum(p.reason.startswith("gp-") for p in self.proposals)
+        model_rounds = self._model_rounds
         if self.local_every and model_rounds % self.local_every == self.local_every - 1:
             for index in np.argsort(-np.where(local, scores, -np.inf), kind="stable"):
                 if local[index] and not self._near(candidates[index], seen):
+                    self._chose_by_model = True
                     return tuple(float(u) for u in candidates[index]), "gp-local"
         for index in np.argsort(-scores, kind="stable"):
             if not self._near(candidates[index], seen):
-                return tuple(float(u) for u in candidates[index]), acquisition.reason(self)
+                self._chose_by_model = True
+                return tuple(float(u) for u in candidates[index]), acquisition.reason(self.spec)
         return snap(self.space, self._rng(round_number).random(self.space.dims)), "random"
 
     def _near(self, point: NDArray[np.float64], seen: NDArray[np.float64]) -> bool:
@@ -208,23 +221,6 @@ class BayesProposer(BaseProposer):
         discrete = np.array([p.kind in ("bool", "categorical") for p in self.space.tunable])
         same = np.all(np.where(discrete, gap < 1e-9, gap < self.min_distance), axis=1)
         return bool(np.any(same))
-
-    def _memo_key(self) -> str:
-        state = {
-            "class": type(self).__name__, "version": self.version, "seed": self.seed,
-            "space": repr(self.space.params),
-            "rules": [c.description for c in self.space.constraints],
-            "objectives": repr(self.objectives), "slos": repr(self.outcome_constraints),
-            "settings": [self.initial, self.design_method, self.acquisition,
-                         self.random_every, self.raw_samples, self.restarts, self.min_distance,
-                         self.local_every],
-            "proposals": [[p.config, p.reason] for p in self.proposals],
-            "observations": [[o.trial, o.value, o.kept, dict(o.values)]
-                             for o in self.observations],
-            "shared": [[r.config, r.value, dict(r.values)] for r in self.shared],
-        }
-        text = json.dumps(state, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
 
     # ---- recommending ------------------------------------------------------------------------
     def _judged(self, confidence: float) -> tuple[list[int], NDArray[np.float64],
@@ -240,7 +236,8 @@ class BayesProposer(BaseProposer):
         if not trials:
             return [], np.zeros((0, len(self.metrics))), np.zeros(0, dtype=bool)
         points = np.asarray([self.space.to_unit(self.proposals[t].config) for t in trials])
-        mean, std = acquisition.posterior(self, points, seed=self.seed)
+        X_ok, Y_ok, _, _ = self.dataset()
+        mean, std = acquisition.posterior(self.spec, X_ok, Y_ok, points, seed=self.seed)
         z = float(norm.ppf(confidence))
         observed = [{**dict(latest[t].values), "value": latest[t].value} for t in trials]
         ok = np.asarray([all(c.satisfied(v) for c in self.outcome_constraints)
@@ -277,8 +274,6 @@ class BayesProposer(BaseProposer):
     def recommend_front(self, confidence: float = 0.95) -> list[int]:
         """Evaluated trials on the Pareto front of the posterior means, among those meeting
         every SLO with probability >= ``confidence``."""
-        from tunegate.search.pareto import pareto_mask
-
         trials, mean, ok = self._judged(confidence)
         if not ok.any():
             return []

@@ -1,11 +1,18 @@
 """Proposers behind an ask/tell interface: the tuner asks for a config, then tells its value.
 
 :class:`BaseProposer` is the small interface every search strategy implements (as Optuna's
-samplers do). :class:`SobolLocalProposer` is the strategy used until Bayesian optimisation
-lands: a scrambled Sobol design first, then local refinement around the best kept point with
-a shrinking radius, and one purely random point every ``random_every`` rounds so the search
-never talks itself into a corner. Configs that fail to start are told as failures (``None``):
-a crash is data, not an exception.
+samplers do). Configs that fail to start are told as failures (``None``): a crash is data, not
+an exception. A proposer is deterministic in the sequence of calls it receives, so the same
+history fed again, whole or in steps, gives the same proposals (replay relies on it).
+
+The tuner's strategies live beside this module: :class:`~tunegate.search.sweep.LayeredSweepProposer`
+for small budgets and :class:`~tunegate.search.bayes.BayesProposer` otherwise, chosen by
+:func:`~tunegate.search.selection.select_proposer`. :class:`SobolLocalProposer` is chosen by
+no run: a model-free reference with no heavy dependency (a scrambled Sobol design, then local
+refinement around the best point with a shrinking radius, and one random point every
+``random_every`` rounds), for comparing strategies and for tests. (The ``sobol_local/1``
+version found in old decision logs names the tuner's proposer component of that time, which
+ran Bayesian optimisation, not this class.)
 """
 
 from __future__ import annotations

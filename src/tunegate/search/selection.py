@@ -29,7 +29,7 @@ from tunegate.search.proposer import BaseProposer
 from tunegate.search.space import SearchSpace
 from tunegate.search.sweep import LayeredSweepProposer
 
-__all__ = ["SMALL_BUDGET", "min_bo_budget", "select_proposer"]
+__all__ = ["SMALL_BUDGET", "min_bo_budget", "select_proposer", "selection"]
 
 SMALL_BUDGET = 12
 """Below this many proposals, BO's cold start eats the gain (the article's "a dozen rounds")."""
@@ -40,11 +40,40 @@ def min_bo_budget(space: SearchSpace) -> int:
     return max(SMALL_BUDGET, default_initial(space.dims) + 6)
 
 
+def selection(space: SearchSpace, *, budget: int | None = None,
+              objectives: Sequence[Objective] = (Objective("value"),),
+              outcome_constraints: Sequence[OutcomeConstraint] = ()) -> dict[str, Any]:
+    """Which proposer the budget chooses on ``space`` and why (nothing is built).
+
+    Returns:
+        ``proposer`` (its name), ``budget``, ``threshold`` (the smallest budget for BO),
+        ``objectives``, ``outcome_constraints`` and ``reason``, the sentence the run's story
+        and report show.
+    """
+    objectives = check_objectives(objectives)
+    threshold = min_bo_budget(space)
+    if budget is not None and budget < threshold:
+        name = LayeredSweepProposer.name
+        reason = (f"budget of {budget} proposals is below {threshold} (BO's initial design of "
+                  f"{default_initial(space.dims)} plus 6 model-guided rounds): layered coarse "
+                  "sweep with local refinement instead, since BO's cold start would eat the budget")
+    else:
+        name = BayesProposer.name
+        shown = "unknown" if budget is None else str(budget)
+        reason = (f"budget of {shown} proposals allows Bayesian optimisation (threshold "
+                  f"{threshold}): GP surrogate, "
+                  + ("qLogNEHVI" if len(objectives) > 1 else "LogEI") + " acquisition")
+    return {"proposer": name, "budget": budget, "threshold": threshold,
+            "objectives": [o.metric for o in objectives],
+            "outcome_constraints": [str(c) for c in outcome_constraints], "reason": reason}
+
+
 def select_proposer(space: SearchSpace, seed: int, *, budget: int | None = None,
                     objectives: Sequence[Objective] = (Objective("value"),),
                     outcome_constraints: Sequence[OutcomeConstraint] = (),
                     **options: Any) -> BaseProposer:
-    """The proposer for this run, with ``proposer.selection`` saying which and why.
+    """The proposer for this run, with ``proposer.selection`` saying which and why
+    (:func:`selection`).
 
     Args:
         space: The search space.
@@ -54,23 +83,13 @@ def select_proposer(space: SearchSpace, seed: int, *, budget: int | None = None,
         outcome_constraints: SLOs.
         options: Passed to :class:`BayesProposer` when it is chosen.
     """
-    objectives = check_objectives(objectives)
-    threshold = min_bo_budget(space)
+    chosen = selection(space, budget=budget, objectives=objectives,
+                       outcome_constraints=outcome_constraints)
     proposer: BaseProposer
-    if budget is not None and budget < threshold:
+    if chosen["proposer"] == LayeredSweepProposer.name:
         proposer = LayeredSweepProposer(space, seed)
-        reason = (f"budget of {budget} proposals is below {threshold} (BO's initial design of "
-                  f"{default_initial(space.dims)} plus 6 model-guided rounds): layered coarse "
-                  "sweep with local refinement instead, since BO's cold start would eat the budget")
     else:
-        proposer = BayesProposer(space, seed, objectives=objectives,
+        proposer = BayesProposer(space, seed, objectives=check_objectives(objectives),
                                  outcome_constraints=outcome_constraints, **options)
-        shown = "unknown" if budget is None else str(budget)
-        reason = (f"budget of {shown} proposals allows Bayesian optimisation (threshold "
-                  f"{threshold}): GP surrogate, "
-                  + ("qLogNEHVI" if len(objectives) > 1 else "LogEI") + " acquisition")
-    proposer.selection = {"proposer": proposer.name, "budget": budget, "threshold": threshold,
-                          "objectives": [o.metric for o in objectives],
-                          "outcome_constraints": [str(c) for c in outcome_constraints],
-                          "reason": reason}
+    proposer.selection = chosen
     return proposer

@@ -11,8 +11,10 @@ effects):
 - :mod:`.sequential` always-valid confidence sequences (Howard et al. 2021, normal mixture).
 - :mod:`.fdr` Benjamini-Hochberg across metrics judged together.
 - :mod:`.decision` ACCEPT / REJECT / INCONCLUSIVE rule, directions, objectives vs guardrails.
-- :mod:`.gate` the fixed-n gate and its replayable record; :mod:`.gate_sequential` the gate
-  that may stop after any repeat.
+- :mod:`.gate_record` the record every gate mode writes; :mod:`.gate` the fixed-n gate and
+  ``replay`` of any mode; :mod:`.gate_sequential` paired runs that may stop after any pair;
+  :mod:`.gate_reference` a candidate judged after every repeat against the kept config's
+  already measured repeats.
 - :mod:`.drift` CUSUM, Page-Hinkley, ADWIN, BOCPD: *when* did the baseline change.
 """
 
@@ -23,6 +25,7 @@ from tunegate.stats.decision import Decision, MetricSpec
 from tunegate.stats.drift import ADWIN, BOCPD, CUSUM, DETECTORS, DriftDetector, PageHinkley
 from tunegate.stats.fdr import FDRResult, benjamini_hochberg
 from tunegate.stats.gate import GateConfig, GateRecord, MetricEvidence, evaluate, replay
+from tunegate.stats.gate_reference import evaluate_against_reference
 from tunegate.stats.gate_sequential import SequentialGate
 from tunegate.stats.noise import NoiseEstimate, estimate_noise
 from tunegate.stats.power import (
@@ -44,7 +47,7 @@ __all__ = [
     "DriftDetector", "FDRResult", "GateConfig", "GateRecord", "MetricEvidence", "MetricSpec",
     "NoiseEstimate", "PageHinkley", "RepeatPlan", "SequentialGate", "Threshold",
     "ThresholdPolicy", "benjamini_hochberg", "best_rho", "bootstrap_quantile", "estimate_noise",
-    "evaluate", "gate_power", "gate_sample_size", "mann_whitney", "minimum_detectable_effect",
-    "normal_mixture_boundary", "plan_repeats", "power_t", "power_z", "replay", "sample_size_t",
-    "sample_size_z", "welch",
+    "evaluate", "evaluate_against_reference", "gate_power", "gate_sample_size", "mann_whitney",
+    "minimum_detectable_effect", "normal_mixture_boundary", "plan_repeats", "power_t", "power_z",
+    "replay", "sample_size_t", "sample_size_z", "welch",
 ]

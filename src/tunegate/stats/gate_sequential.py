@@ -39,7 +39,7 @@ from typing import Any
 
 from tunegate.errors import ConfigError
 from tunegate.stats.decision import Decision, MetricSpec, RawEvidence, judge
-from tunegate.stats.gate import GateConfig, GateRecord, _record
+from tunegate.stats.gate_record import GateConfig, GateRecord, Parts, build_record
 from tunegate.stats.noise import NoiseEstimate
 from tunegate.stats.sequential import ConfidenceSequence
 
@@ -125,7 +125,7 @@ class SequentialGate:
 
     def _judge(self) -> GateRecord:
         evidence: list[RawEvidence] = []
-        parts: list[tuple[int, int, float, float, str, str]] = []
+        parts: list[Parts] = []
         thresholds: list[float] = []
         for spec in self.specs:
             cs = self._cs[spec.name]
@@ -139,10 +139,10 @@ class SequentialGate:
         extra: dict[str, Any] = {"max_pairs": self.max_pairs, "min_pairs": self.min_pairs,
                                  "n_opt": self.n_opt, "sigma_confidence": self.sigma_confidence,
                                  "stopped": self._done}
-        return _record(decision, reasons, "sequential", self.specs, evidence, parts, verdicts,
-                       self.config, {k: {a: list(v) for a, v in arms.items()}
-                                     for k, arms in self._inputs.items()},
-                       {k: v.to_dict() for k, v in self.noise.items()}, extra)
+        return build_record(decision, reasons, "sequential", self.specs, evidence, parts,
+                            verdicts, self.config, {k: {a: list(v) for a, v in arms.items()}
+                                                    for k, arms in self._inputs.items()},
+                            {k: v.to_dict() for k, v in self.noise.items()}, extra)
 
     def record(self) -> GateRecord:
         """The evidence record for the current state, with the gate's decision."""
@@ -159,7 +159,11 @@ class SequentialGate:
 
 def replay_sequential(record: Mapping[str, Any], specs: list[MetricSpec],
                       noise: Mapping[str, NoiseEstimate], config: GateConfig) -> GateRecord:
-    """Feed a sequential record's pairs, in order, through a new gate (used by ``replay``)."""
+    """Feed a sequential record's pairs, in order, through a new gate.
+
+    :func:`tunegate.stats.gate.replay` calls it for records of mode ``"sequential"`` after
+    checking the version and the inputs' digest.
+    """
     extra = record.get("extra", {})
     gate = SequentialGate(specs, noise, config=config, max_pairs=int(extra["max_pairs"]),
                           min_pairs=int(extra["min_pairs"]), n_opt=int(extra["n_opt"]),

@@ -10,7 +10,9 @@ Components (the replay registry, name -> version, function):
 * ``remedies``: which known fixes to try first, given the baseline's findings.
 * ``repeat_plan``: how many repeats the gate needs (power analysis on the baseline's noise).
 * ``proposer``: the next config, given the search history and the budget (which chooses the
-  strategy, :func:`tunegate.search.selection.select_proposer`).
+  strategy, :func:`tunegate.search.selection.select_proposer`). Its decisions record the
+  history by reference to the previous proposal (:mod:`tunegate.tuner.proposal_history`);
+  the function is called with it expanded.
 * ``early_stop``: whether a candidate stops after its first repeat (ASHA's rule).
 * ``gate``: ACCEPT / REJECT / INCONCLUSIVE from the repeats (:mod:`tunegate.stats.gate`).
 * ``slo_guard``: whether a candidate the gate accepted may be kept under ``[search] slos``.
@@ -19,21 +21,25 @@ Components (the replay registry, name -> version, function):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Mapping
 from typing import Any
 
 from tunegate.search.fidelity import AsyncHalving
 from tunegate.search.objectives import Objective, OutcomeConstraint, parse_outcome_constraint
 from tunegate.search.proposer import BaseProposer
-from tunegate.search.selection import select_proposer
+from tunegate.search.selection import select_proposer, selection
 from tunegate.search.space import Light, SearchSpace
 from tunegate.stats import gate as stats_gate
 from tunegate.stats.power import gate_sample_size
 from tunegate.stats.threshold import ThresholdPolicy
 from tunegate.tuner.config import TuneConfig
+from tunegate.tuner.decisions import Decider
+from tunegate.tuner.proposal_history import ProposerSession, replay_history
 
-__all__ = ["PROPOSER_VERSION", "REGISTRY", "REMEDIES", "build_proposer", "config_proposer",
-           "early_stop", "search_goals", "slo_guard"]
+__all__ = ["PROPOSER_VERSION", "REGISTRY", "REMEDIES", "Proposer", "build_proposer",
+           "config_proposer", "config_selection", "early_stop", "propose", "replay_history",
+           "search_goals", "slo_guard"]
 
 PROPOSER_VERSION = "select_proposer/2"
 """Version of the ``proposer`` component. ``/2``: the budget chooses the strategy and ``tell``
@@ -93,7 +99,10 @@ def repeat_plan(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     """Repeats per arm the gate needs to detect ``min_effect`` with ``power``.
 
     Inputs: ``sigma`` (relative noise of the objective), ``min_effect``, ``power``, ``alpha``,
-    ``multiplier``, ``floor``, ``initial``, ``max_repeats``, ``fixed`` (a configured count).
+    ``multiplier``, ``floor``, ``initial``, ``max_repeats``, ``fixed`` (a configured count), and
+    ``at_least`` (absent in logs written before the sequential gate): the sequential gate's
+    smallest cap. With it the gate looks after every repeat, so a larger cap costs only the
+    candidates near the threshold, which it gives more evidence.
     """
     if inputs["fixed"] is not None:
         return {"n": int(inputs["fixed"]), "reason": "configured", "feasible": True}
@@ -110,6 +119,11 @@ def repeat_plan(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     reason = (f"power analysis: sigma {sigma:.2%}, effect {inputs['min_effect']:.0%}, "
               f"power {inputs['power']:.0%}" + ("" if feasible else
               f"; {inputs['max_repeats']} repeats (the cap) cannot reach that power"))
+    at_least = min(int(inputs.get("at_least") or 0), int(inputs["max_repeats"]))
+    if n < at_least:
+        n = at_least
+        reason += (f"; {at_least} for the sequential gate, whose cap it is (a clear answer "
+                   "stops sooner)")
     return {"n": n, "reason": reason, "feasible": feasible}
 
 
@@ -145,6 +159,14 @@ def search_goals(config: TuneConfig) -> tuple[tuple[Objective, ...],
     return config.objectives(), slos
 
 
+def config_selection(config: TuneConfig, budget: int | None) -> dict[str, Any]:
+    """Which proposer a run's budget chooses and why, without building it
+    (:func:`tunegate.search.selection.selection`)."""
+    objectives, slos = search_goals(config)
+    return selection(config.search_space(), budget=budget, objectives=objectives,
+                     outcome_constraints=slos)
+
+
 def config_proposer(config: TuneConfig, seed: int, budget: int | None) -> BaseProposer:
     """:func:`build_proposer` for a run's config: its space, objectives and SLOs."""
     objectives, slos = search_goals(config)
@@ -152,40 +174,52 @@ def config_proposer(config: TuneConfig, seed: int, budget: int | None) -> BasePr
                           outcome_constraints=slos)
 
 
-def replay_history(proposer: BaseProposer, history: list[Mapping[str, Any]]) -> None:
-    """Feed a proposer the recorded ``ask``/``register``/``tell``/``learn`` events, in order.
+def _built(setup: Mapping[str, Any], seed: int) -> BaseProposer:
+    """A fresh proposer for a proposal's inputs without ``history`` (see :func:`propose`)."""
+    config = TuneConfig.model_validate(setup["config"])
+    return config_proposer(config, seed, setup.get("budget", config.run.budget))
 
-    ``learn``: another worker's result read from a shared study (``[search] study``) before
-    the ask that first saw it; recorded in the history so that every earlier ask replays with
-    exactly the data it had.
-    """
-    for event in history:
-        if event["op"] == "ask":
-            proposer.ask()
-        elif event["op"] == "register":
-            proposer.register(dict(event["config"]), event["reason"])
-        elif event["op"] == "learn":
-            proposer.learn(dict(event["config"]), event["value"], event.get("values"))
-        else:
-            proposer.tell(int(event["trial"]), event["value"], kept=bool(event.get("kept")),
-                          values=event.get("values"))  # absent from journals before /2
+
+def _proposal(session: ProposerSession, inputs: Mapping[str, Any],
+              seed: int | None) -> dict[str, Any]:
+    history = inputs["history"]
+    if not isinstance(history, list):
+        raise ValueError("the proposer was given a history reference; expand it first "
+                         "(tunegate.tuner.proposal_history.expand)")
+    setup = {key: value for key, value in inputs.items() if key != "history"}
+    proposer, proposal = session.ask(setup, int(seed or 0), history)
+    return {"trial": proposal.trial, "config": proposal.config, "reason": proposal.reason,
+            "proposer": proposer.name}
 
 
 def propose(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     """The proposer's next config after the recorded history (``config`` as config JSON).
 
+    ``inputs``: ``config``, ``budget`` and ``history``, the whole history as a list (a
+    recorded decision's reference expanded: :mod:`tunegate.tuner.proposal_history`).
     ``budget`` chooses the strategy: the run's budget as pinned when its baseline was registered
     (``RunState.search_budget``; ``None``, unknown, selects BO); without the key, the config's
     ``run.budget``. The objectives and SLOs come from the config (:func:`search_goals`); tells
     without ``values`` (journals from before ``/2``) give SLO metrics nothing to model.
+
+    This builds the proposer from scratch, replaying every earlier ``ask`` (BO refits once per
+    earlier model round); a run or a replayed log continues one instead
+    (:meth:`Proposer.for_log`), with the same answers.
     """
-    config = TuneConfig.model_validate(inputs["config"])
-    budget = inputs.get("budget", config.run.budget)
-    proposer = config_proposer(config, int(seed or 0), budget)
-    replay_history(proposer, inputs["history"])
-    proposal = proposer.ask()
-    return {"trial": proposal.trial, "config": proposal.config, "reason": proposal.reason,
-            "proposer": proposer.name}
+    return _proposal(ProposerSession(_built), inputs, seed)
+
+
+class Proposer:
+    """The registered ``proposer`` component: :func:`propose` when called, and
+    :meth:`for_log` for the decisions of one run or one replayed log."""
+
+    def __call__(self, inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+        return propose(inputs, seed)
+
+    def for_log(self) -> Decider:
+        """:func:`propose` over one :class:`~tunegate.tuner.proposal_history.ProposerSession`:
+        each proposal continues the proposer of the one before (one model fit per round)."""
+        return functools.partial(_proposal, ProposerSession(_built))
 
 
 def early_stop(inputs: Mapping[str, Any], seed: int | None) -> dict[str, bool | str]:
@@ -269,14 +303,16 @@ def keep_or_rollback(inputs: Mapping[str, Any], seed: int | None) -> dict[str, A
     return {"action": "keep" if inputs["decision"] == "ACCEPT" else "rollback"}
 
 
-REGISTRY: dict[str, tuple[str, Callable[[Any, int | None], Any]]] = {
+REGISTRY: dict[str, tuple[str, Decider]] = {
     "must_change": ("1", must_change),
     "remedies": ("1", remedies),
     "repeat_plan": ("1", repeat_plan),
-    "proposer": (PROPOSER_VERSION, propose),
+    "proposer": (PROPOSER_VERSION, Proposer()),
     "early_stop": ("1", early_stop),
     "gate": (stats_gate.GATE_VERSION, gate),
     "slo_guard": ("1", slo_guard),
     "keep_or_rollback": ("1", keep_or_rollback),
 }
-"""Component name -> (version, deciding function): what replay re-runs."""
+"""Component name -> (version, deciding function): what replay re-runs. A run or a replay uses
+it through :func:`tunegate.tuner.decisions.for_log`, which gives the ``proposer`` a session of
+its own."""

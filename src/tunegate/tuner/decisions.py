@@ -18,7 +18,15 @@ Replay (:func:`replay_decisions`, or :func:`replay_records` on records already r
 registry maps a component name to its version and a pure function ``(inputs, seed) -> outputs``;
 each recorded decision whose inputs were stored is re-run and its output hash compared with the
 recorded one. Inputs that held secrets hold them masked (:mod:`tunegate.tuner.masking`), and
-the live run decided on that masked form too, so the hashes agree.
+the live run decided on that masked form too, so the hashes agree. A ``proposer`` decision's
+history refers to the previous proposal's (:mod:`tunegate.tuner.proposal_history`): replay
+expands it, once per decision, before calling the function, and the output hash is compared
+as for any other decision.
+
+A function may carry work from one decision of a log to the next while staying a pure function
+of its inputs (the proposer keeps its fitted model between proposals): it then offers
+``for_log()`` (:class:`LogScoped`), and :func:`for_log` gives each log, live run or replay, a
+fresh instance of its own, so nothing is shared between logs.
 """
 
 from __future__ import annotations
@@ -28,20 +36,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tunegate.tuner.digest import canonical_json, digest, normalize
 from tunegate.tuner.journal import Journal, JournalRecord, read_journal
 from tunegate.tuner.lease import Lease
+from tunegate.tuner.proposal_history import HistoryError, HistoryExpander
 
 __all__ = [
     "Decider",
     "Decision",
     "DecisionKind",
     "DecisionLog",
+    "LogScoped",
     "ReplayMismatch",
     "canonical_json",
     "digest",
+    "for_log",
     "replay_decisions",
     "replay_records",
 ]
@@ -49,6 +60,25 @@ __all__ = [
 RECORD_TYPE = "decision"
 Decider = Callable[[Any, int | None], Any]
 """A replayable deciding component: ``(inputs, seed) -> outputs``, deterministic."""
+
+
+@runtime_checkable
+class LogScoped(Protocol):
+    """A decider with a per-log form: the same answers, with work kept between the decisions
+    of one log (one run, or one replay of it)."""
+
+    def __call__(self, inputs: Any, seed: int | None) -> Any: ...
+
+    def for_log(self) -> Decider:
+        """A fresh decider for one log's decisions, in order."""
+        ...
+
+
+def for_log(registry: Mapping[str, tuple[str, Decider]]) -> dict[str, tuple[str, Decider]]:
+    """The registry as one log uses it: every :class:`LogScoped` decider replaced by a fresh
+    per-log instance, the others as they are."""
+    return {name: (version, decide.for_log() if isinstance(decide, LogScoped) else decide)
+            for name, (version, decide) in registry.items()}
 
 
 class DecisionKind(StrEnum):
@@ -221,7 +251,14 @@ def replay_decisions(path: str | os.PathLike[str],
 
 def replay_records(records: Iterable[JournalRecord],
                    registry: Mapping[str, tuple[str, Decider]]) -> list[ReplayMismatch]:
-    """:func:`replay_decisions` on records already read (records of other types are skipped)."""
+    """:func:`replay_decisions` on records already read (records of other types are skipped).
+
+    The decisions are replayed in order with the registry's per-log deciders (:func:`for_log`),
+    and history references are expanded against the decisions read before them.
+    """
+    registry = for_log(registry)
+    recorded: dict[str, Any] = {}
+    expander = HistoryExpander(recorded.get)
     mismatches: list[ReplayMismatch] = []
     for record in records:
         if record.type != RECORD_TYPE:
@@ -232,26 +269,35 @@ def replay_records(records: Iterable[JournalRecord],
             mismatches.append(ReplayMismatch(str(record.data.get("id", f"seq {record.seq}")),
                                              str(record.data.get("component", "?")), str(exc)))
             continue
+        if decision.inputs is not None:
+            recorded[decision.id] = decision.inputs
         entry = registry.get(decision.component)
         if entry is None:
             continue
-        version, decide = entry
-        reason = None
-        if version != decision.component_version:
-            reason = f"recorded by version {decision.component_version}, registry has {version}"
-        elif decision.inputs is None:
-            reason = "inputs were not stored (only their hash); cannot re-run"
-        else:
-            try:
-                replayed = digest(decide(decision.inputs, decision.seed))
-            except Exception as exc:
-                reason = f"re-run raised {type(exc).__name__}: {exc}"
-            else:
-                if replayed != decision.output_hash:
-                    reason = f"output hash {replayed[:12]} != recorded {decision.output_hash[:12]}"
+        reason = _replayed(decision, *entry, expander)
         if reason is not None:
             mismatches.append(ReplayMismatch(decision.id, decision.component, reason))
     return mismatches
+
+
+def _replayed(decision: Decision, version: str, decide: Decider,
+              expander: HistoryExpander) -> str | None:
+    """Why ``decision`` does not replay (``None``: it does)."""
+    if version != decision.component_version:
+        return f"recorded by version {decision.component_version}, registry has {version}"
+    if decision.inputs is None:
+        return "inputs were not stored (only their hash); cannot re-run"
+    try:
+        inputs = expander.expand(decision.inputs, decision.id)
+    except HistoryError as exc:
+        return str(exc)
+    try:
+        replayed = digest(decide(inputs, decision.seed))
+    except Exception as exc:
+        return f"re-run raised {type(exc).__name__}: {exc}"
+    if replayed != decision.output_hash:
+        return f"output hash {replayed[:12]} != recorded {decision.output_hash[:12]}"
+    return None
 
 
 def _now() -> str:

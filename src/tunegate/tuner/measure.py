@@ -1,35 +1,31 @@
 """One benchmark repeat of the running config, validated before anyone reads it.
 
-The virtual simulator is measured in process (its own records, same type); every other adapter
-over real sockets with loadgen, its ``/metrics`` scraped before, during and after the repeat
-(:mod:`tunegate.loadgen.telemetry`; not for an engine without Prometheus metrics). Either way
-the result is a :class:`Measurement`: the summary under vLLM key names plus the server's own
-figures (``kv_cache_usage_peak``, ``preemptions``, ``server_queue_time_mean_ms``... absent when
-not reported, usable as objective, guardrail or SLO), the gauge's verdict (which also checks
-the server's metrics against the client's), and the per-metric values the gate compares. Full
-records and the ``server_metrics`` block go to the run directory, one file per measurement;
-the journal keeps the summary and the file's SHA-256 (``records_sha256``), which binds the file
-into the run's chain (:mod:`tunegate.tuner.integrity`).
+The engine runs the repeat (:meth:`tunegate.servers.engine.Engine.measure`: the virtual
+simulator in process, any other engine over real sockets with its ``/metrics`` scraped before,
+during and after); this module turns its records into a :class:`Measurement`: the summary
+under vLLM key names plus the server's own figures (``kv_cache_usage_peak``, ``preemptions``,
+``server_queue_time_mean_ms``... absent when not reported, usable as objective, guardrail or
+SLO), the gauge's verdict (which also checks the server's metrics against the client's), and
+the per-metric values the gate compares. Full records and the ``server_metrics`` block go to
+the run directory, one file per measurement; the journal keeps the summary and the file's
+SHA-256 (``records_sha256``), which binds the file into the run's chain
+(:mod:`tunegate.tuner.integrity`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunegate.gauge import ValidationReport, validate_records
-from tunegate.loadgen.client import ClientConfig
 from tunegate.loadgen.records import RequestRecord
-from tunegate.loadgen.server_metrics import block_from_exposition, summary_keys
-from tunegate.loadgen.telemetry import ServerTelemetry
-from tunegate.loadgen.workers import run_workload
+from tunegate.loadgen.server_metrics import summary_keys
 from tunegate.metrics import summarize
-from tunegate.servers.adapters import ServerConfig, VirtualHandle, VirtualSimulator
+from tunegate.servers.adapters import ServerConfig
+from tunegate.servers.engine import BenchSettings, Engine
 from tunegate.tuner.atomic import atomic_write_json
-from tunegate.tuner.config import BenchmarkSection
 from tunegate.workload.spec import Workload
 
 __all__ = ["Measurement", "measure"]
@@ -69,45 +65,14 @@ class Measurement:
                 "records_file": self.records_file, "records_sha256": self.records_sha256}
 
 
-def _records(
-    adapter: Any, handle: Any, config: ServerConfig, workload: Workload,
-    bench: BenchmarkSection, repeat: int,
-) -> tuple[list[RequestRecord], dict[str, Any] | None]:
-    if isinstance(adapter, VirtualSimulator):
-        assert isinstance(handle, VirtualHandle)
-        run = adapter.measure(handle, workload, stream=bench.stream, repeat=repeat)
-        metrics = run.server_metrics
-        return run.records, block_from_exposition(metrics.render(), peaks=metrics.peaks,
-                                                  t_s=run.duration_ns / 1e9)
-    base_url = f"http://{config.host}:{config.port}"
-    telemetry = (ServerTelemetry(base_url, api_key=config.api_key,
-                                 path=getattr(adapter, "metrics_path", "/metrics"))
-                 if getattr(adapter, "expected_metric_prefix", None) else None)
-    client = ClientConfig(
-        base_url=base_url, model=config.expected_model,
-        endpoint=bench.endpoint, stream=bench.stream, ignore_eos=bench.ignore_eos,
-        api_key=config.api_key, request_timeout_s=bench.request_timeout_s,
-        run_id=f"tunegate-tune-{repeat}",
-    )
-    with telemetry or contextlib.nullcontext():
-        result = run_workload(workload, client)
-    if result.interrupted:
-        # The load generator turns Ctrl-C (and SIGTERM) into a graceful stop and returns the
-        # partial records, which is right for ``tunegate bench``. Here the operator asked the
-        # tuning run to stop: a partial repeat is not a repeat, so the run aborts as it would
-        # have outside a benchmark (exit 130); the journalled repeats are kept.
-        raise KeyboardInterrupt("interrupted during a benchmark repeat")
-    return result.records, telemetry.block if telemetry is not None else None
-
-
 def measure(
-    adapter: Any, handle: Any, config: ServerConfig, workload: Workload,
-    bench: BenchmarkSection, *, run_dir: Path, name: str, repeat: int,
+    engine: Engine, config: ServerConfig, workload: Workload, bench: BenchSettings, *,
+    run_dir: Path, name: str, repeat: int,
 ) -> Measurement:
     """Benchmark the running config once, validate, and store the records.
 
     Args:
-        adapter / handle: The engine adapter and its running server.
+        engine: The engine running ``config``.
         config: The config it runs (for the URL and model name).
         workload: What to send.
         bench: The benchmark's own settings (streaming, endpoint).
@@ -115,7 +80,8 @@ def measure(
         name: A unique name for this measurement (e.g. ``t003-r2``).
         repeat: The repeat number (varies the simulator's noise draw).
     """
-    records, server = _records(adapter, handle, config, workload, bench, repeat)
+    run = engine.measure(config, workload, bench, repeat=repeat)
+    records, server = run.records, run.server_metrics
     concurrency = workload.schedule.max_concurrency
     summary = summarize(records)
     summary.update(summary_keys(server))  # absent when the server did not report them

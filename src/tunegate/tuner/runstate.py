@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from tunegate.tuner.outcomes import Candidate, EndReason, TrialVerdict
 from tunegate.tuner.states import State
 
 __all__ = ["RunState"]
@@ -30,8 +31,14 @@ class RunState:
         kept_values: The kept config's valid repeats, per metric: the gate's baseline arm.
         sigma: Relative noise of each metric, from the baseline repeats.
         repeats: Repeats per arm the gate needs (power analysis).
-        candidate: The proposal under test (``trial``, ``params``, ``reason``) or ``None``.
+        candidate: The proposal under test or ``None``.
         candidate_values: Its valid repeats, per metric.
+        verdict: How the candidate's trial ended, once known (ROLLBACK reads it).
+        trial_decisions: The decisions about the candidate so far, by role (``gate``,
+            ``early_stop``, ``slo``), for its line in ``trials_log``.
+        gate_evidence: The objective's evidence in the candidate's gate record (the story).
+        last_proposal: ``[decision id, history length]`` of the newest ``proposer`` decision:
+            the next one records only the history after it (linear ``decisions.jsonl``).
         first_scores: Objective after each config's first valid repeat, sign-adjusted so
             higher is better, by trial (as a string: JSON keys): the rung early stopping ranks
             a candidate against. The baseline is trial ``"0"``. Absent from snapshots written
@@ -43,20 +50,25 @@ class RunState:
         measurements: Measurements taken (names files, draws the simulator's noise).
         history: The proposer's ask/register/tell events (rebuilds it on resume and replay).
         search_budget: The budget that chose the proposer, pinned when the baseline is
-            registered. The proposer is rebuilt from ``history`` at every proposal, and ``ask``
-            events do not hold configs, so it must stay the strategy that made the earlier
+            registered. A resumed run or a replay rebuilds the proposer from ``history``, and
+            ``ask`` events do not hold configs, so it must stay the strategy that made the earlier
             proposals: ``--resume --budget N`` changes when the run stops, not the strategy.
             ``None`` (snapshots from before the budget chose the strategy): unknown, which
             selects Bayesian optimisation, as those runs had.
         remedies: Known fixes still to try, from the baseline's findings.
         rechecks: Objective values of the kept config's drift re-checks.
+        rechecked_at: The trial count of the last drift re-check (one per count).
+        arm_given_up: The kept trial whose arm RECHECK stopped completing (an invalid or
+            failed repeat of the kept config): later gates use the arm as it is.
         trials_log: One line per finished trial for the summary.
         story: What happened, in words, for the summary and the report.
-        adapter_state: The adapter's own counters (the virtual simulator's age and starts).
+        engine_state: The engine's :meth:`~tunegate.servers.engine.Engine.snapshot` (the
+            virtual simulator's age and starts; a real server's process group).
         preflight: The first measurement of the service as given (must-change fixes).
         baseline_values / baseline_invalid: Baseline repeats so far and consecutive invalid
             ones, so a crash in BASELINE resumes where it was.
-        reason: Why the run ended (final states).
+        reason: Why the run ended (final states), in words.
+        end_reason: The same, typed (the CLI's exit code).
         run_id: This run's name in a shared study (``[search] study``): drawn once when the
             run starts, kept across resumes, so its own results are never read back as
             another run's (empty without a shared study, or before the first snapshot).
@@ -71,8 +83,12 @@ class RunState:
     kept_values: dict[str, list[float]] = field(default_factory=dict)
     sigma: dict[str, float] = field(default_factory=dict)
     repeats: int = 0
-    candidate: dict[str, Any] | None = None
+    candidate: Candidate | None = None
     candidate_values: dict[str, list[float]] = field(default_factory=dict)
+    verdict: TrialVerdict | None = None
+    trial_decisions: dict[str, str] = field(default_factory=dict)
+    gate_evidence: dict[str, Any] = field(default_factory=dict)
+    last_proposal: list[Any] | None = None
     first_scores: dict[str, float] = field(default_factory=dict)
     last_measurement: dict[str, Any] | None = None
     last_restart: dict[str, Any] | None = None
@@ -84,15 +100,18 @@ class RunState:
     search_budget: int | None = None
     remedies: list[dict[str, Any]] = field(default_factory=list)
     rechecks: list[float] = field(default_factory=list)
+    rechecked_at: int = 0
+    arm_given_up: int | None = None
     trials_log: list[dict[str, Any]] = field(default_factory=list)
     story: list[str] = field(default_factory=list)
-    adapter_state: dict[str, Any] = field(default_factory=dict)
+    engine_state: dict[str, Any] = field(default_factory=dict)
     preflight_done: bool = False
     preflight: dict[str, Any] | None = None
     baseline_values: dict[str, list[float]] = field(default_factory=dict)
     baseline_invalid: int = 0
     baseline_findings: list[str] = field(default_factory=list)
     reason: str = ""
+    end_reason: EndReason | None = None
     run_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -100,14 +119,24 @@ class RunState:
         several times faster than :func:`dataclasses.asdict`, and the state is JSON anyway."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["state"] = self.state.value
+        data["candidate"] = self.candidate.to_json() if self.candidate else None
         copied: dict[str, Any] = json.loads(json.dumps(data))
         return copied
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunState:
-        fields = dict(data)
-        fields["state"] = State(fields["state"])
-        return cls(**fields)
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["state"] = State(values["state"])
+        if data.get("candidate"):
+            values["candidate"] = Candidate.from_json(data["candidate"])
+        if data.get("verdict"):
+            values["verdict"] = TrialVerdict(data["verdict"])
+        if data.get("end_reason"):
+            values["end_reason"] = EndReason(data["end_reason"])
+        if "adapter_state" in data and "engine_state" not in data:  # before the Engine
+            values["engine_state"] = data["adapter_state"]
+        return cls(**values)
 
     def absorb(self, measurement: dict[str, Any]) -> None:
         """Fold a journalled measurement in (live, and again when resuming after a crash)."""

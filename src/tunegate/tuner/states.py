@@ -5,17 +5,26 @@ illegal transition and raises :class:`IllegalTransition`, so a bug can never mov
 into a state nobody designed. In short::
 
     LEASE -> BASELINE -> PROPOSE -> APPLY -> VERIFY_START -> MEASURE -> VALIDATE -> VERIFY
-          -> GATE -> KEEP | ROLLBACK -> PROPOSE ... -> CONVERGED | BUDGET_EXHAUSTED
+          -> GATE -> KEEP | ROLLBACK -> (RECHECK ->) PROPOSE ... -> CONVERGED | BUDGET_EXHAUSTED
                                                      | ENVIRONMENT_ABNORMAL | ABORTED
-    VERIFY -> ROLLBACK  (early stop: clearly worse after its first repeat)
+    VERIFY -> MEASURE  (the gate cannot tell yet: one more repeat)
+    VERIFY -> ROLLBACK (early stop: clearly worse after its first repeat)
+    RECHECK -> BASELINE (the kept config drifted: re-baseline before any further gate)
 
 New compared with "change one thing and run it once": APPLY keeps the last *kept* config as
 the rollback target; a failed start rolls back automatically, and after two consecutive failed
 starts the run ends as ENVIRONMENT_ABNORMAL with the kept config serving again; VALIDATE
-discards invalid data before anything analyses it; VERIFY is the gate's guard (N repeats before
-any verdict). Early stopping (a cheap fidelity, ASHA's rule) lets VERIFY end a proposal after its
-first repeat when it ranks below the top ``1/eta`` of the configs measured so far: it rolls back
-to the kept config without a verdict, so it can never lead to KEEP.
+discards invalid data before anything analyses it; VERIFY looks after every valid repeat and
+lets the gate decide as soon as the evidence does (the sequential gate: always valid however
+often it looks), or after the planned repeats (the fixed gate). Early stopping (a cheap
+fidelity, ASHA's rule) lets VERIFY end a proposal after its first repeat when it ranks below the
+top ``1/eta`` of the configs measured so far: it rolls back to the kept config without a
+verdict, so it can never lead to KEEP. RECHECK measures the kept config: to complete its arm
+after a keep the sequential gate decided early, and every ``recheck_every`` trials to test it
+for drift.
+
+Each state's work is one handler, ``tunegate.tuner.handlers.HANDLERS``; a test proves the
+handlers return exactly the events this table has for their state.
 """
 
 from __future__ import annotations
@@ -50,6 +59,9 @@ class State(StrEnum):
     """The proposal becomes the kept config (the new rollback target)."""
     ROLLBACK = "rollback"
     """Restore the last kept config and re-verify it."""
+    RECHECK = "recheck"
+    """Measure the kept config (it serves now): complete its arm to the planned repeats, and
+    every ``recheck_every`` trials test it for drift."""
     CONVERGED = "converged"
     BUDGET_EXHAUSTED = "budget_exhausted"
     ENVIRONMENT_ABNORMAL = "environment_abnormal"
@@ -69,6 +81,7 @@ class Event(StrEnum):
     OK = "ok"
     """The state's work succeeded."""
     LEASE_DENIED = "lease_denied"
+    """Another run holds the service (this run writes nothing)."""
     START_FAILED = "start_failed"
     """A start or health/readiness/self-check failed (one failure, rollback follows)."""
     SECOND_START_FAILED = "second_start_failed"
@@ -87,8 +100,9 @@ class Event(StrEnum):
     INVALID = "invalid"
     """VALIDATE rejected the repeat."""
     NEED_MORE = "need_more"
-    """VERIFY: the guard wants more repeats."""
+    """VERIFY: the gate cannot decide yet; RECHECK: the kept arm needs another repeat."""
     ENOUGH = "enough"
+    """VERIFY: the gate can decide (the sequential gate stopped, or the planned repeats)."""
     EARLY_STOP = "early_stop"
     """VERIFY: after its first repeat the proposal ranks below the top ``1/eta`` of the configs
     measured so far; stop it without a verdict and roll back."""
@@ -97,11 +111,16 @@ class Event(StrEnum):
     REJECT = "reject"
     """The gate rejected it, or accepted it while it misses an SLO the kept config meets."""
     INCONCLUSIVE = "inconclusive"
+    RECHECK = "recheck"
+    """KEEP / ROLLBACK: the kept config is due a measurement (its arm is short, or a drift
+    re-check is due)."""
     DRIFT = "drift"
-    """The baseline moved: re-baseline before any further gate."""
+    """RECHECK: the kept config moved: re-baseline before any further gate."""
     ROLLBACK_FAILED = "rollback_failed"
     ABORT = "abort"
-    """Ctrl-C, a lost lease or an operator stop: stop where we are."""
+    """Stop where we are: Ctrl-C or a lost lease (any state, raised by the loop), or a
+    handler's refusal to go on (BASELINE: a metric the config names is missing, or production
+    mode's must-change fixes were declined)."""
 
 
 TRANSITIONS: dict[tuple[State, Event], State] = {
@@ -117,7 +136,6 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.APPLY, Event.OK): State.VERIFY_START,
     (State.APPLY, Event.NOT_CONFIRMED): State.PROPOSE,
     (State.APPLY, Event.NO_CONFIRMATION): State.ABORTED,
-    (State.APPLY, Event.START_FAILED): State.ROLLBACK,
     (State.VERIFY_START, Event.OK): State.MEASURE,
     (State.VERIFY_START, Event.START_FAILED): State.ROLLBACK,
     (State.MEASURE, Event.OK): State.VALIDATE,
@@ -130,13 +148,15 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.GATE, Event.ACCEPT): State.KEEP,
     (State.GATE, Event.REJECT): State.ROLLBACK,
     (State.GATE, Event.INCONCLUSIVE): State.ROLLBACK,
-    (State.GATE, Event.DRIFT): State.BASELINE,
     (State.KEEP, Event.OK): State.PROPOSE,
-    (State.KEEP, Event.DRIFT): State.BASELINE,
+    (State.KEEP, Event.RECHECK): State.RECHECK,
     (State.ROLLBACK, Event.OK): State.PROPOSE,
-    (State.ROLLBACK, Event.DRIFT): State.BASELINE,
+    (State.ROLLBACK, Event.RECHECK): State.RECHECK,
     (State.ROLLBACK, Event.SECOND_START_FAILED): State.ENVIRONMENT_ABNORMAL,
     (State.ROLLBACK, Event.ROLLBACK_FAILED): State.ENVIRONMENT_ABNORMAL,
+    (State.RECHECK, Event.NEED_MORE): State.RECHECK,
+    (State.RECHECK, Event.OK): State.PROPOSE,
+    (State.RECHECK, Event.DRIFT): State.BASELINE,
 }
 """Every legal transition. ABORT is legal from every non-final state (added below)."""
 

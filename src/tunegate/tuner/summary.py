@@ -37,37 +37,29 @@ from typing import Any
 
 from tunegate.search.delivery import WORDING, deliver
 from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstraint
+from tunegate.search.pareto import pareto_mask
 from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.integrity import chain_heads
 from tunegate.tuner.masking import scrub, secret_values
+from tunegate.tuner.outcomes import TrialVerdict
 from tunegate.tuner.runstate import RunState
 
 __all__ = ["build_summary", "write_summary"]
 
 _LOG = logging.getLogger(__name__)
-_MEASURED = ("BASELINE", "ACCEPT", "SLO_MISSED", "REJECT", "INCONCLUSIVE")
-"""Trial verdicts with full repeats (the delivery's points). ``SLO_MISSED``: the gate accepted
-it, the ``slo_guard`` did not keep it (it misses an SLO the kept config meets)."""
-_GATE_ACCEPTED = ("BASELINE", "ACCEPT", "SLO_MISSED")
-
-
-def _better_or_equal(a: float, b: float, direction: str) -> bool:
-    return a >= b if direction == "higher" else a <= b
 
 
 def _pareto(trials: list[dict[str, Any]], metrics: list[tuple[str, str]]) -> list[int]:
+    """The trials no other measured trial dominates on ``metrics`` (name, direction)."""
     scored = [t for t in trials if all(isinstance(t["values"].get(m), int | float)
                                        for m, _ in metrics)]
-    front = []
-    for t in scored:
-        dominated = any(
-            all(_better_or_equal(o["values"][m], t["values"][m], d) for m, d in metrics)
-            and any(o["values"][m] != t["values"][m] for m, _ in metrics)
-            for o in scored if o is not t)
-        if not dominated:
-            front.append(int(t["trial"]))
-    return front
+    if not scored:
+        return []
+    signed = [[t["values"][m] if d == "higher" else -t["values"][m] for m, d in metrics]
+              for t in scored]
+    return [int(t["trial"]) for t, front in zip(scored, pareto_mask(signed), strict=True)
+            if front]
 
 
 def _objectives(config: TuneConfig) -> tuple[list[Objective], str]:
@@ -110,32 +102,27 @@ def _slos(config: TuneConfig, baseline: dict[str, Any] | None) -> list[OutcomeCo
 def _points(rs: RunState) -> list[dict[str, Any]]:
     out = []
     for t in rs.trials_log:
-        if t["verdict"] in _MEASURED:
+        verdict = TrialVerdict(t["verdict"])
+        if verdict.measured:
             out.append({"trial": t["trial"], "params": t["params"], "values": t["values"],
-                        "reason": t["reason"], "verified": t["verdict"] in _GATE_ACCEPTED})
-        elif t["verdict"] == "START_FAILED":
+                        "reason": t["reason"], "verified": verdict.gate_accepted})
+        elif verdict is TrialVerdict.START_FAILED:
             out.append({"trial": t["trial"], "params": t["params"], "values": None,
                         "reason": t["reason"], "verified": False})
     return out
 
 
 def _used(rs: RunState) -> str | None:
-    """Which proposer produced the trials, read from their recorded reasons."""
-    reasons = [str(t["reason"]) for t in rs.trials_log]
-    if any(r.startswith(("sweep:", "refine:")) for r in reasons):
-        return "layered_sweep"
-    if any(r in ("default", "design") or r.startswith("gp-") for r in reasons):
-        return "bayes"
-    if any(r in ("sobol", "local") for r in reasons):
-        return "sobol_local"
-    return None
+    """Which proposer produced the trials (each search trial records its proposer's name)."""
+    return next((str(t["proposer"]) for t in rs.trials_log if t.get("proposer")), None)
 
 
 def _early_stopping(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     """The early-stopping rule in force and the trials it stopped."""
     search = config.search
     return {"enabled": search.early_stopping, "eta": search.eta, "min_seen": search.min_seen,
-            "stopped": [t["trial"] for t in rs.trials_log if t["verdict"] == "EARLY_STOPPED"]}
+            "stopped": [t["trial"] for t in rs.trials_log
+                        if t["verdict"] == TrialVerdict.EARLY_STOPPED]}
 
 
 def _shared_study(config: TuneConfig, rs: RunState) -> dict[str, Any] | None:
@@ -150,7 +137,7 @@ def _shared_study(config: TuneConfig, rs: RunState) -> dict[str, Any] | None:
 
 def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
               ) -> dict[str, Any]:
-    from tunegate.tuner.deciders import config_proposer
+    from tunegate.tuner.deciders import config_selection
 
     objectives, note = _objectives(config)
     slos = _slos(config, baseline)
@@ -169,7 +156,7 @@ def _delivery(config: TuneConfig, rs: RunState, baseline: dict[str, Any] | None
     # the budget pinned when the baseline was registered (None in runs from before the budget
     # chose the proposer: BO, as they had); the config's before any proposal
     budget = rs.search_budget if rs.search_budget is not None or rs.history else config.run.budget
-    selection = config_proposer(config, config.run.seed, budget).selection
+    selection = config_selection(config, budget)
     doc["search"] = {**selection, "used": _used(rs), "early_stopping": _early_stopping(config, rs),
                      "shared_study": _shared_study(config, rs)}
     doc["points"] = points
@@ -221,11 +208,10 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     """The run's summary document (see the module docstring)."""
     metrics: list[tuple[str, str]] = [(config.objective.metric, config.objective.direction)]
     metrics += [(g.metric, g.direction) for g in config.guardrails]
-    measured = [t for t in rs.trials_log if t["verdict"] in _MEASURED]
-    baseline = next((t for t in rs.trials_log if t["verdict"] == "BASELINE"), None)
-    kept = next((t for t in reversed(rs.trials_log)
-                 if t["trial"] == rs.kept_trial and t["verdict"] in ("BASELINE", "ACCEPT")),
-                None)
+    measured = [t for t in rs.trials_log if TrialVerdict(t["verdict"]).measured]
+    baseline = next((t for t in rs.trials_log if t["verdict"] == TrialVerdict.BASELINE), None)
+    kept = next((t for t in reversed(rs.trials_log) if t["trial"] == rs.kept_trial
+                 and t["verdict"] in (TrialVerdict.BASELINE, TrialVerdict.ACCEPT)), None)
     objective = config.objective.metric
     gain = None
     if baseline and kept and baseline["values"].get(objective):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tunegate.search import bayes
 from tunegate.search.bayes import BayesProposer
 from tunegate.search.objectives import Objective, OutcomeConstraint
 from tunegate.search.space import Layer, Param, SearchSpace
@@ -54,7 +53,6 @@ def test_replaying_the_history_gives_the_same_next_config() -> None:
         history.append({"op": "tell", "trial": proposal.trial, "value": _f(proposal.config)})
     expected = live.ask()
     assert expected.reason.startswith("gp-")
-    bayes._MEMO.clear()  # a fresh process: every round is refitted, not remembered
     rebuilt = BayesProposer(SPACE, 5, **FAST)
     replay_history(rebuilt, history)
     again = rebuilt.ask()
@@ -163,7 +161,6 @@ def test_learnt_results_replay_to_the_same_proposal() -> None:
     live = BayesProposer(SPACE, 1, **FAST)
     replay_history(live, history)
     expected = live.ask()
-    bayes._MEMO.clear()
     rebuilt = BayesProposer(SPACE, 1, **FAST)
     replay_history(rebuilt, history)
     assert rebuilt.proposals[0].config == live.proposals[0].config
@@ -182,23 +179,19 @@ def test_a_result_from_another_space_is_not_learnt(config: dict) -> None:
     assert len(X_all) == 1 and not started[0]
 
 
-def test_a_proposal_remembered_without_shared_results_is_not_reused_with_them() -> None:
-    """Proposals are memoised by the proposer's state; another worker's results are part of it.
-
-    Two proposers with the same own trials, one of them also knowing another worker's results:
-    the second must get the point its own data gives, not the first one's remembered point."""
+def test_another_workers_results_change_the_proposal_and_replay_with_it() -> None:
+    """Two proposers with the same own trials, one of them also knowing another worker's
+    results: the second gets the point its own data gives, and a rebuild gives it again."""
     own = _run(3, 8)
     history = [event for p, o in zip(own.proposals, own.observations, strict=True)
                for event in ({"op": "register", "config": p.config, "reason": p.reason},
                              {"op": "tell", "trial": o.trial, "value": o.value})]
     shared = _shared_from(_run(7, 8))
-    bayes._MEMO.clear()
     alone = BayesProposer(SPACE, 1, **FAST)
     replay_history(alone, history)
     informed = BayesProposer(SPACE, 1, **FAST)
     replay_history(informed, [*shared, *history])
     first, second = alone.ask(), informed.ask()
-    bayes._MEMO.clear()
     fresh = BayesProposer(SPACE, 1, **FAST)
     replay_history(fresh, [*shared, *history])
     assert second.config == fresh.ask().config != first.config

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tunegate.servers.engine import ProcessEngine
 from tunegate.tuner.config import load_config
 from tunegate.tuner.driver import Tuner
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 
 
+def _render(tuner: Tuner, params: dict[str, Any]) -> tuple[str, ...]:
+    """The command line the tuner's engine would run for ``params``."""
+    engine = tuner.ctx.engine
+    assert isinstance(engine, ProcessEngine)
+    return tuple(engine.deployable.render(tuner.ctx.server_config(params)).argv)
+
+
 def _argv(name: str, tmp_path: Path) -> tuple[str, ...]:
     tuner = Tuner(load_config(EXAMPLES / name), tmp_path)
-    baseline = tuner._engine(tuner.space.default() | dict(tuner.config.baseline))
-    return tuple(tuner.adapter.render(tuner._server_config(baseline)).argv)
+    return _render(tuner, tuner.ctx.space.default() | dict(tuner.ctx.config.baseline))
 
 
 def test_vllm_example_renders_vllm_serve_flags(tmp_path: Path) -> None:
@@ -53,11 +61,11 @@ def test_vllm_example_never_asks_vllm_for_what_it_refuses(tmp_path: Path) -> Non
     """Chunked prefill off needs max_num_batched_tokens >= max_model_len (vLLM 0.33 refuses
     to start otherwise); the example's constraint repairs any proposal that breaks it."""
     tuner = Tuner(load_config(EXAMPLES / "tune-vllm.toml"), tmp_path)
-    proposal = {**tuner.space.default(), "enable_chunked_prefill": False,
+    proposal = {**tuner.ctx.space.default(), "enable_chunked_prefill": False,
                 "max_num_batched_tokens": 1024, "long_prefill_token_threshold": 4096}
-    repaired = tuner.space.repair(proposal)
+    repaired = tuner.ctx.space.repair(proposal)
     assert repaired is not None
-    argv = tuple(tuner.adapter.render(tuner._server_config(tuner._engine(repaired))).argv)
+    argv = _render(tuner, repaired)
     assert "--no-enable-chunked-prefill" in argv
     assert _flag_value(argv, "--max-num-batched-tokens") >= _flag_value(argv, "--max-model-len")
     assert _flag_value(argv, "--max-num-batched-tokens") >= _flag_value(argv, "--max-num-seqs")

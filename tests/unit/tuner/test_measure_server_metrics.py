@@ -15,7 +15,7 @@ import pytest
 
 from tunegate.cli import main
 from tunegate.servers.adapters import VirtualSimulator
-from tunegate.tuner.config import BenchmarkSection
+from tunegate.servers.engine import BenchSettings, VirtualEngine
 from tunegate.tuner.measure import measure
 from tunegate.workload import WorkloadConfig, build_workload
 
@@ -24,14 +24,15 @@ SERVER_KEYS = ("kv_cache_usage_peak", "preemptions", "server_queue_time_mean_ms"
 
 
 def test_a_virtual_repeat_carries_the_server_keys(tmp_path: Path) -> None:
-    adapter = VirtualSimulator("fast", seed=1)
-    config = adapter.default_config({"max_num_seqs": 4})
-    handle = adapter.start(config)
+    simulator = VirtualSimulator("fast", seed=1)
+    engine = VirtualEngine(simulator, "virtual-test")
+    config = simulator.default_config({"max_num_seqs": 4})
+    assert engine.start(config, tmp_path / "logs", budget=None).ok
     (tmp_path / "measurements").mkdir()  # the tuner creates it when it opens the run
     workload = build_workload(WorkloadConfig(dataset="synthetic", num_requests=24,
                                              concurrency=8, input_tokens="128",
                                              output_tokens="16"))
-    result = measure(adapter, handle, config, workload, BenchmarkSection(), run_dir=tmp_path,
+    result = measure(engine, config, workload, BenchSettings(), run_dir=tmp_path,
                      name="m0", repeat=0)
     assert all(isinstance(result.summary[key], float) for key in SERVER_KEYS)
     assert result.summary["server_running_peak"] == 4.0  # max_num_seqs caps what runs

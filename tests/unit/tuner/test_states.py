@@ -29,7 +29,6 @@ def test_the_happy_path_of_one_round() -> None:
 @pytest.mark.parametrize(
     ("state", "event", "expected"),
     [
-        (State.APPLY, Event.START_FAILED, State.ROLLBACK),
         (State.VERIFY_START, Event.START_FAILED, State.ROLLBACK),
         (State.ROLLBACK, Event.SECOND_START_FAILED, State.ENVIRONMENT_ABNORMAL),
         (State.BASELINE, Event.SECOND_START_FAILED, State.ENVIRONMENT_ABNORMAL),
@@ -41,7 +40,11 @@ def test_the_happy_path_of_one_round() -> None:
         (State.APPLY, Event.NO_CONFIRMATION, State.ABORTED),
         (State.APPLY, Event.NOT_CONFIRMED, State.PROPOSE),
         (State.BASELINE, Event.BASELINE_INVALID, State.ABORTED),
-        (State.KEEP, Event.DRIFT, State.BASELINE),
+        (State.KEEP, Event.RECHECK, State.RECHECK),
+        (State.ROLLBACK, Event.RECHECK, State.RECHECK),
+        (State.RECHECK, Event.NEED_MORE, State.RECHECK),
+        (State.RECHECK, Event.OK, State.PROPOSE),
+        (State.RECHECK, Event.DRIFT, State.BASELINE),
         (State.LEASE, Event.LEASE_DENIED, State.ABORTED),
     ],
 )
@@ -61,11 +64,32 @@ def test_every_working_state_can_abort_and_final_states_accept_nothing() -> None
 
 def test_a_failed_start_always_rolls_back_before_the_run_can_end_abnormal() -> None:
     # "with the kept config still serving": no path from a start to ENVIRONMENT_ABNORMAL
-    # skips ROLLBACK.
+    # skips ROLLBACK. APPLY restarts the server (the kept config is the fallback) and always
+    # hands the outcome to VERIFY_START, which sends a failed start to ROLLBACK.
+    assert next_state(State.APPLY, Event.OK) is State.VERIFY_START
+    with pytest.raises(IllegalTransition):
+        next_state(State.APPLY, Event.START_FAILED)
+    assert next_state(State.VERIFY_START, Event.START_FAILED) is State.ROLLBACK
     for state in (State.APPLY, State.VERIFY_START):
-        assert next_state(state, Event.START_FAILED) is State.ROLLBACK
         with pytest.raises(IllegalTransition):
             next_state(state, Event.SECOND_START_FAILED)
+        assert State.ENVIRONMENT_ABNORMAL not in {
+            t for (s, _), t in TRANSITIONS.items() if s is state}
+    # Only ROLLBACK (the kept config is serving again) and BASELINE (no candidate runs) end
+    # the run abnormal.
+    assert {s for (s, _), t in TRANSITIONS.items() if t is State.ENVIRONMENT_ABNORMAL} == {
+        State.ROLLBACK, State.BASELINE}
+
+
+def test_drift_is_found_by_measuring_the_kept_config_and_re_baselines() -> None:
+    # Only RECHECK (which measures the kept config, serving) can report drift, and drift
+    # always leads to a new baseline before any further gate.
+    assert [(s, e) for (s, e), t in TRANSITIONS.items() if e is Event.DRIFT] == [
+        (State.RECHECK, Event.DRIFT)
+    ]
+    assert next_state(State.RECHECK, Event.DRIFT) is State.BASELINE
+    assert {s for (s, _), t in TRANSITIONS.items() if t is State.RECHECK} == {
+        State.KEEP, State.ROLLBACK, State.RECHECK}
 
 
 def test_a_gate_verdict_cannot_be_reached_without_the_verify_guard() -> None:

@@ -1,0 +1,105 @@
+"""RECHECK: measure the kept config while it serves: complete its arm, test it for drift.
+
+The sequential gate may keep a candidate after a few repeats; the kept config's arm is then
+shorter than the planned repeats, and every later gate would compare against a thin
+reference. RECHECK measures it (no restart: it serves now) until the arm is complete. Every
+``recheck_every`` trials it also measures the kept config once and runs Page-Hinkley over its
+arm and the re-checks so far: a drift (the machine changed, not the config) sends the run back
+to BASELINE to re-measure the reference before any further gate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunegate.errors import TunegateError
+from tunegate.stats.drift import PageHinkley
+from tunegate.tuner.context import TunerContext
+from tunegate.tuner.gating import sequential
+from tunegate.tuner.states import Event
+from tunegate.tuner.trials import mean
+
+EVENTS = frozenset({Event.NEED_MORE, Event.OK, Event.DRIFT})
+
+REFERENCE, RECHECK = "reference", "recheck"
+"""Roles of the measurements taken here (arm completion, drift re-check)."""
+
+
+def arm_short(ctx: TunerContext) -> bool:
+    """The kept arm has fewer repeats than planned, and completing it was not given up."""
+    rs = ctx.rs
+    done = len(rs.kept_values.get(ctx.objective.name, []))
+    return (sequential(ctx) and done < rs.repeats
+            and rs.arm_given_up != rs.kept_trial)
+
+
+def drift_due(ctx: TunerContext) -> bool:
+    """Every ``recheck_every`` trials (once per trial count)."""
+    rs, every = ctx.rs, ctx.config.run.recheck_every
+    return bool(every) and rs.trials > 0 and rs.trials % every == 0 \
+        and rs.rechecked_at != rs.trials
+
+
+def recheck_due(ctx: TunerContext) -> bool:
+    return arm_short(ctx) or drift_due(ctx)
+
+
+def _pending(ctx: TunerContext, role: str) -> dict[str, Any] | None:
+    """A measurement of ``role`` taken before a crash and not yet used."""
+    pending = ctx.rs.last_measurement
+    if pending is None or pending["consumed"] or pending["role"] != role:
+        return None
+    return pending
+
+
+def _measure(ctx: TunerContext, role: str) -> dict[str, Any] | None:
+    rs = ctx.rs
+    assert rs.kept is not None
+    if _pending(ctx, role) is None:
+        try:
+            ctx.measure_once(role, rs.kept, rs.kept_trial)
+        except TunegateError as exc:
+            ctx.note(f"measuring the kept config failed ({exc}); going on without it")
+            return None
+    measurement = rs.last_measurement
+    assert measurement is not None
+    rs.last_measurement = None
+    if not measurement["valid"] or measurement["values"].get(ctx.objective.name) is None:
+        ctx.note(f"measurement {measurement['name']} of the kept config is invalid: "
+                 + ", ".join(measurement["errors"] or ["no objective value"]))
+        return None
+    return measurement
+
+
+def handle(ctx: TunerContext) -> Event:
+    rs = ctx.rs
+    if arm_short(ctx):
+        measurement = _measure(ctx, REFERENCE)
+        if measurement is None:
+            rs.arm_given_up = rs.kept_trial
+        else:
+            for name, value in measurement["values"].items():
+                if value is not None:
+                    rs.kept_values.setdefault(name, []).append(float(value))
+            if arm_short(ctx):
+                return Event.NEED_MORE
+            ctx.say(f"the kept config's arm is complete: {rs.repeats} repeats")
+    if not drift_due(ctx):
+        return Event.OK
+    rs.rechecked_at = rs.trials
+    measurement = _measure(ctx, RECHECK)
+    if measurement is None:
+        return Event.OK
+    value = float(measurement["values"][ctx.objective.name])
+    rs.rechecks.append(value)
+    base = rs.kept_values.get(ctx.objective.name, [])
+    sigma = max(rs.sigma.get(ctx.objective.name, 0.02), 0.005) * mean(base)
+    detector = PageHinkley(mean=mean(base), std=sigma, warmup=3)
+    for x in [*base, *rs.rechecks]:
+        detector.update(x)
+    if not detector.drift_detected:
+        return Event.OK
+    ctx.note(f"drift: the kept config now measures {value:.1f} vs {mean(base):.1f}; "
+             "re-baselining before any further gate")
+    rs.rechecks, rs.baseline_values, rs.baseline_invalid = [], {}, 0
+    return Event.DRIFT
