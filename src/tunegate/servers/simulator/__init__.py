@@ -10,7 +10,7 @@ Two ways to run one engine model:
 
 Modules: ``hardware``/``models`` (public specs), ``engine_config`` (vLLM knobs), ``physics``
 (roofline), ``comm`` (all-reduce cost), ``scheduler``/``kv_cache``/``sequence`` (continuous
-batching), ``noise``, ``faults``,
+batching), ``noise``, ``drift`` (a scenario's known step / leak with machine age), ``faults``,
 ``scenarios`` (registry), ``engine``, ``virtual``, ``http_server``/``openai_format``/``serve``,
 ``prometheus``, ``tokens`` (the server's tokenizer), ``seed_table``, ``cli``.
 """

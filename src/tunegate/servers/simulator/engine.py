@@ -3,6 +3,10 @@
 The engine knows nothing about clocks: a driver (``virtual.py`` on a virtual clock,
 ``http_server.py`` in real time) adds requests and calls :meth:`Engine.step` with the step's
 start time; the engine says when the step ends and which sequences got a token.
+
+A scenario's known changes with machine age (:mod:`.drift`: a throughput step, a KV-cache leak)
+are applied at each step's start, at machine age ``elapsed_before_s + start``; a scenario
+without them runs exactly the code path it always did.
 """
 
 from __future__ import annotations
@@ -64,8 +68,9 @@ class Engine:
         repeat: Repeat number of a measurement. The step-noise stream is seeded from
             ``(seed, repeat, config_key)``, so repeats of one config differ and two configs
             never share one noise draw; the front-end latency stream from ``(seed, repeat)``.
-        elapsed_before_s: Machine age at engine time 0, seconds: drift is a function of
-            ``elapsed_before_s + t``, so consecutive runs on one machine see it accumulate.
+        elapsed_before_s: Machine age at engine time 0, seconds: drift (the noise model's slow
+            trend and the scenario's step and leak) is a function of ``elapsed_before_s + t``,
+            so consecutive runs on one machine see it accumulate.
         start_attempt: Attempt number mixed into the start-failure draw. ``None``: the number
             of earlier engines this process started with the same scenario and seed and a
             start-failure fault, so a retry loop gets a fresh draw (success 1 - p each time).
@@ -128,6 +133,9 @@ class Engine:
             prefill_interval=self.scenario.prefill_pass_interval_steps,
         )
         self.metrics = ServerMetrics(self.model_name)
+        drift = self.scenario.drift
+        self._drift = drift if drift.active else None
+        self._leak_reserve = -(-self.max_model_len // self.config.block_size)
         self.finished_count = 0
         self.crashed = False
         self.steps = 0
@@ -177,6 +185,13 @@ class Engine:
 
     def step(self, now_ns: int) -> StepResult | None:
         """Run one step starting at ``now_ns``; ``None`` when there is nothing to do."""
+        drift = self._drift
+        age_s = 0.0
+        if drift is not None:
+            age_s = self.noise.elapsed_before_s + now_ns / 1e9
+            if drift.has_leak:
+                blocks = self.blocks
+                blocks.leak_to(drift.leaked_blocks(age_s, blocks.num_blocks, self._leak_reserve))
         batch = self.scheduler.schedule()
         if not batch and batch.preempted:
             # Everything scheduled was preempted; the freed blocks let the next pass admit.
@@ -209,6 +224,8 @@ class Engine:
             p_tokens, attn, short, len(prefill) + len(decode), len(decode), kv_read
         )
         dur *= self.noise.factor(now_ns / 1e9)
+        if drift is not None:
+            dur *= drift.slowdown(age_s)
         end = now_ns + max(1, int(dur * 1e9))
         result = StepResult(now_ns, end, preempted=batch.preempted)
         emitted = result.emitted

@@ -5,6 +5,9 @@ memory sharing); prefix caching saves the prefill *compute* of cached full block
 blocks live in free memory, so the cache holds at most as many blocks as are free and is
 evicted least-recently-used first: every allocation that shrinks the free pool evicts at once,
 so a lookup never hits a block whose memory has been handed to another sequence.
+
+A leak (:mod:`.drift`) moves free blocks to ``leaked`` for good: they count as used in
+:attr:`BlockManager.usage`, as a leaked block does in vLLM's ``kv_cache_usage_perc``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class BlockManager:
         self._cache: OrderedDict[int, None] = OrderedDict()
         self.query_tokens = 0
         self.hit_tokens = 0
+        self.leaked = 0
+        """Blocks lost to a leak: neither free nor held by a sequence, ever again."""
 
     @property
     def usage(self) -> float:
@@ -55,6 +60,19 @@ class BlockManager:
         """Return all of ``seq``'s blocks to the pool."""
         self.free += seq.blocks
         seq.blocks = 0
+
+    def leak_to(self, target: int) -> None:
+        """Lose free blocks to the leak until ``target`` are lost (or none is free).
+
+        Blocks in use are not taken: they are lost at a later call, once released.
+        """
+        take = min(target - self.leaked, self.free)
+        if take <= 0:
+            return
+        self.free -= take
+        self.leaked += take
+        if len(self._cache) > self.free:
+            self.trim()
 
     def cached_prefix_tokens(self, seq: Seq) -> int:
         """Prompt tokens whose KV the prefix cache already holds (full blocks, in order).

@@ -12,7 +12,9 @@ A step's duration is multiplied by ``window_factor(k) * drift(t) * jitter``:
   detector must find). Window draws are indexed by engine time of this run.
 * ``jitter``: per-step lognormal with sigma ``step_jitter`` (averages out within a run).
 
-With ``enabled=False`` every factor is exactly 1: the ground truth.
+With ``enabled=False`` every factor is exactly 1: the ground truth. A scenario's known changes
+with machine age (a throughput step, a KV-cache leak) are not noise and live in :mod:`.drift`:
+they apply with noise off too.
 """
 
 from __future__ import annotations

@@ -57,6 +57,33 @@ ms, prefill 6.99, generation 16.61; (b) TTFT 1121 ms, E2EL 9031 ms, prefill 66.7
 17.43, throughput +6.1%; (c) TTFT 3751 ms, E2EL 9567 ms, prefill 21.1 vs decode 27.1 tok/s. The
 article's TTFT -88% (a -> b) is two effects entangled, as the article itself cautions: -61%
 from the gauge repair (a -> c, same engine) and a further -70% from chunked prefill (c -> b).
+
+Drift scenarios (ground truth for drift detectors and ``tunegate soak``): ``drift-none``,
+``drift-step`` and ``drift-leak`` are one deployment (one H100, Llama-3.1-8B, chunked prefill,
+``max_model_len=2048``: a KV pool of 25298 blocks of 16 tokens) with the usual 2% run-to-run
+noise but **no** slow drift (``drift_per_hour=0``), so the only change with machine age is the
+one each is named for (:mod:`.drift`; it applies with ``noise=False`` too). Machine age is
+``elapsed_before_s`` plus engine time: ``VirtualSimulator`` passes its accumulated
+``elapsed_s``, a real-time ``tunegate sim serve`` its own uptime. Numbers below are for bench's
+default workload (synthetic, 200 requests, 128-token prompts, 128 output tokens, closed loop at
+concurrency 16), noise-free unless said otherwise;
+``tests/unit/servers/simulator/test_drift_scenarios.py`` asserts them.
+
+* ``drift-none``: nothing changes. Output throughput 1776 tok/s at age 0 and at age 86400 s
+  alike, to the last bit.
+* ``drift-step``: from machine age **3600 s** (:data:`DRIFT_STEP_AT_S`) every engine step takes
+  1/0.92 times as long: output throughput 1776 -> 1634 tok/s (x 0.9200). A run that straddles
+  the onset is slowed from its first step at or after it.
+* ``drift-leak``: from machine age **1800 s** (:data:`DRIFT_LEAK_START_S`) a leak takes the KV
+  pool at 100% per hour (~7 blocks/s; that workload frees ~220 blocks/s, so about one freed block
+  in 30 never comes back). ``vllm:kv_cache_usage_perc`` climbs by 1/60 per minute on top of the
+  workload's own blocks (at most 1% of the pool; 0.504 after a run ending at age 3614 s, 0 before
+  the leak); the workload holds at most 16 x 256 tokens = 256 blocks, so
+  **preemptions begin at machine age ~5364 s** (:data:`DRIFT_LEAK_PREEMPTION_AGE_S`; expected
+  1800 + 3600 x (1 - 256/25298) = 5363.6 s; measured 5364.2 s noise-free, 5364.0-5364.8 s with
+  noise over seeds 0-3). Before it ``vllm:num_preemptions_total`` stays 0. The leak stops at
+  age 5381.8 s with 128 blocks (one ``max_model_len`` sequence) left; from then on the engine
+  preempts steadily (141 preemptions per 200 requests) at 1163 tok/s (-35%).
 """
 
 from __future__ import annotations
@@ -66,11 +93,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tunegate.errors import ConfigError
+from tunegate.servers.simulator.drift import DriftConfig
 from tunegate.servers.simulator.faults import FaultConfig
 from tunegate.servers.simulator.hardware import GIB
 from tunegate.servers.simulator.noise import NoiseConfig
 
-__all__ = ["SCENARIOS", "Scenario", "get_scenario", "list_scenarios"]
+__all__ = [
+    "DRIFT_LEAK_PREEMPTION_AGE_S",
+    "DRIFT_LEAK_START_S",
+    "DRIFT_STEP_AT_S",
+    "SCENARIOS",
+    "Scenario",
+    "get_scenario",
+    "list_scenarios",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +141,8 @@ class Scenario:
         start_time_s: Simulated model-loading time of the HTTP server (kept short).
         noise: Noise defaults.
         faults: Fault defaults.
+        drift: Known changes with machine age (a throughput step, a KV-cache leak); none by
+            default. See :mod:`.drift`.
     """
 
     name: str
@@ -123,6 +161,7 @@ class Scenario:
     start_time_s: float = 0.2
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
+    drift: DriftConfig = field(default_factory=DriftConfig)
 
 
 def _frozen(**kwargs: object) -> Mapping[str, object]:
@@ -137,6 +176,18 @@ _NPU_ENGINE_DEFAULTS = _frozen(
     max_model_len=4096,
     block_size=128,
 )
+
+
+DRIFT_STEP_AT_S = 3600.0
+"""Machine age of ``drift-step``'s -8% throughput step, seconds."""
+DRIFT_LEAK_START_S = 1800.0
+"""Machine age at which ``drift-leak``'s KV-cache leak begins, seconds."""
+DRIFT_LEAK_PREEMPTION_AGE_S = 5364.0
+"""Machine age at which ``drift-leak`` first preempts under bench's default workload (measured,
+see the module docstring)."""
+
+_DRIFT_ENGINE_DEFAULTS = _frozen(max_model_len=2048, enable_chunked_prefill=True)
+_DRIFT_NOISE = NoiseConfig(drift_per_hour=0.0)  # the ground truth is the scenario's change only
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -215,6 +266,43 @@ SCENARIOS: dict[str, Scenario] = {
         engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),
         start_time_s=0.0,
         noise=NoiseConfig(sigma=0.01, step_jitter=0.005, drift_per_hour=0.0),
+    ),
+    # Drift scenarios (the module docstring gives their onsets): one deployment, three fates.
+    "drift-none": Scenario(
+        name="drift-none",
+        description=(
+            "Drift ground truth: one H100, Llama-3.1-8B; noise only, no change with machine "
+            "age (a soak should say stable)"
+        ),
+        hardware="h100",
+        model="llama-3.1-8b",
+        engine_defaults=_DRIFT_ENGINE_DEFAULTS,
+        noise=_DRIFT_NOISE,
+    ),
+    "drift-step": Scenario(
+        name="drift-step",
+        description=(
+            "Drift ground truth: as drift-none, but throughput steps down 8% at machine age "
+            f"{DRIFT_STEP_AT_S:g} s (every engine step 1/0.92 times as long from then on)"
+        ),
+        hardware="h100",
+        model="llama-3.1-8b",
+        engine_defaults=_DRIFT_ENGINE_DEFAULTS,
+        noise=_DRIFT_NOISE,
+        drift=DriftConfig(step_at_s=DRIFT_STEP_AT_S, step_throughput_factor=0.92),
+    ),
+    "drift-leak": Scenario(
+        name="drift-leak",
+        description=(
+            f"Drift ground truth: as drift-none, but from machine age {DRIFT_LEAK_START_S:g} s "
+            "a leak takes the KV pool at 100%/h: KV usage climbs, preemptions begin at "
+            f"~{DRIFT_LEAK_PREEMPTION_AGE_S:g} s under bench's default workload"
+        ),
+        hardware="h100",
+        model="llama-3.1-8b",
+        engine_defaults=_DRIFT_ENGINE_DEFAULTS,
+        noise=_DRIFT_NOISE,
+        drift=DriftConfig(kv_leak_start_s=DRIFT_LEAK_START_S, kv_leak_per_hour=1.0),
     ),
 }
 

@@ -153,15 +153,17 @@ def run_virtual(
         engine_args: Engine flags (vLLM names; strings or typed values) over the scenario's.
         stream: Whether the simulated client streams (``False`` reproduces the broken gauge).
         seed: Seeds noise and fault draws; same arguments, same records.
-        noise: ``False`` gives the noise-free ground truth (exactly deterministic: ``seed``,
-            ``repeat`` and ``elapsed_before_s`` then change nothing).
+        noise: ``False`` gives the noise-free ground truth (exactly deterministic: ``seed``
+            and ``repeat`` then change nothing, nor does ``elapsed_before_s`` unless the
+            scenario has a known change with machine age, :mod:`.drift`).
         faults: Faults to inject on top of the scenario's.
         repeat: Repeat number of this measurement. The step noise is drawn from
             ``(seed, repeat, hash of scenario + engine config)``: repeated measurements of one
             config differ (pass ``repeat=0, 1, 2, ...``) and two configs never share a draw.
-        elapsed_before_s: Machine age at the start of this run, seconds. Drift grows with
-            machine age, so a sequence of runs that passes ``previous.elapsed_after_s`` here
-            sees drift accumulate across runs, as on one long-lived server.
+        elapsed_before_s: Machine age at the start of this run, seconds. Drift (and a drift
+            scenario's step or leak) follows machine age, so a sequence of runs that passes
+            ``previous.elapsed_after_s`` here sees drift accumulate across runs, as on one
+            long-lived server.
         start_attempt: Start attempt number for the start-failure draw (see :class:`Engine`).
         client_turnaround_s: Client time from a response's end to the next send on its slot.
 
