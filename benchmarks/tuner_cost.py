@@ -19,8 +19,9 @@ Two worlds:
    full 1319 take over a second of CPU per repeat; the run-to-run noise stays about 2%), and
    ``--repeats`` planned repeats per config, seeds ``0..--seeds-1``. The default 10 is what the
    power analysis plans at 2% noise; ``auto`` lets it plan from the first 3 baseline repeats,
-   whose noise estimate is so rough that many runs plan fewer than the 5 repeats from which the
-   sequential gate is used at all (``runs_planning_sequential`` says how many do). Its mix
+   whose noise estimate is so rough that many fixed-gate runs plan only 3 (the sequential mode
+   plans at least 5, its smallest cap; ``runs_planning_sequential`` says how many runs plan 5
+   or more), so the two modes then compare different plans. Its mix
    of clear winners, clear losers and near-threshold candidates gives the mean repeats of the
    candidate per gate decision: the candidate arm of every ``gate_verdict`` decision in
    ``decisions.jsonl``. The run's other measurements are reported too (baseline, preflight,

@@ -196,3 +196,20 @@ def test_a_snapshot_from_before_first_scores_loads() -> None:
     assert RunState.from_json(old).first_scores == {}
     assert RunState.from_json(RunState(first_scores={"0": 1.5}).to_json()).first_scores == {
         "0": 1.5}
+
+
+PLAN = {"sigma": 0.01, "min_effect": 0.05, "power": 0.8, "alpha": 0.05, "multiplier": 2.0,
+        "floor": 0.03, "initial": 3, "max_repeats": 10, "fixed": None}
+"""At 1% noise the power analysis asks for 3 repeats per arm."""
+
+
+def test_the_sequential_gate_plans_at_least_its_smallest_cap() -> None:
+    """Below 5 planned repeats the tuner would fall back to the fixed gate; with ``at_least``
+    the plan is raised (a log written before the key existed replays unchanged)."""
+    from tunegate.tuner.deciders import repeat_plan
+
+    assert repeat_plan(PLAN, 0)["n"] == 3
+    raised = repeat_plan({**PLAN, "at_least": 5}, 0)
+    assert raised["n"] == 5 and "5 for the sequential gate" in raised["reason"]
+    assert repeat_plan({**PLAN, "sigma": 0.02, "at_least": 5}, 0)["n"] == 10  # never lowered
+    assert repeat_plan({**PLAN, "at_least": 50}, 0)["n"] == 10  # never past the cap
