@@ -2,16 +2,17 @@
 
     .venv/bin/python benchmarks/soak_detection.py [--json] [--seeds N] [--seed S]
 
-Synthetic per-window series, one value per 60-s window. Noise: a 60-s window of a steady load
-shows about 1-2% relative noise in throughput (and in a latency percentile), so values are
-``level * (1 + sigma * eps)``, eps ~ N(0, 1) independent between windows, sigma = 2% (the
-headline) and 1%; the step rows also sweep 1.25, 1.5 and 1.75% for the combined rule. Every
-detector standardises its input itself, so only step / sigma matters: a 5% step is 2.5 sigmas
-at 2% noise and 5 sigmas at 1%. The detectors and the combined rule are exactly those of
-``tunegate.stats.drift.watch`` (``SeriesWatch`` with its defaults; "alone" is the same watch
-with one detector and ``agree = 1``). "oracle" is not a rule tunegate could run: a CUSUM told
-the true mean, the true sd and the step size (k = 1.25 sigmas, h = 3.2), a yardstick of what
-three windows can show at all at a comparable false-alarm rate.
+Sections (a)-(c) are synthetic per-window series, one value per 60-s window. Noise: a 60-s
+window of a steady load shows about 1-2% relative noise in throughput (and in a latency
+percentile; ``soak_detection_sim.py`` measures the simulator's), so values are ``level * (1 +
+sigma * eps)``, eps ~ N(0, 1) independent between windows, sigma = 2% (the headline) and 1%; the
+step rows also sweep 1.25, 1.5 and 1.75% for the combined rule. Every detector standardises its
+input itself, so only step / sigma matters: a 5% step is 2.5 sigmas at 2% noise and 5 sigmas at
+1%. The detectors and the combined rule are exactly those of ``tunegate.stats.drift.watch``
+(``SeriesWatch`` with its defaults; "alone" is the same watch with one detector and ``agree =
+1``). "oracle" is not a rule tunegate could run: a CUSUM told the true mean, the true sd and the
+step size (k = 1.25 sigmas, h = 3.2), a yardstick of what three windows can show at all at a
+comparable false-alarm rate.
 
 (a) Step: 1000 tok/s dropping 5% (throughput) or 200 ms rising 5% (a latency percentile) at a
     window drawn uniformly from 30-300, watched until 30 windows after it. Delay = windows of
@@ -32,6 +33,9 @@ three windows can show at all at a comparable false-alarm rate.
     first 1, 2, 4, 8, 24 hours, one look each (what a soak of that length concludes); and run
     every hour as a live view: the first hour it says "rising" (r = 0: how often it ever does,
     with 24 looks), and the projected time to 100% at that moment against the truth.
+
+The simulator's real windows (the same watch on ``tunegate soak --sim`` soaks) are measured by
+``benchmarks/soak_detection_sim.py``.
 
 The last line of output is one JSON object (``--json`` prints only that line).
 """
@@ -105,7 +109,8 @@ def _watch(values: np.ndarray, config: WatchConfig, stop_after: int | None = Non
 
 def _noise(rng: np.random.Generator, n: int, kind: str) -> np.ndarray:
     if kind == "t4":
-        return rng.standard_t(4, n) / np.sqrt(2.0)  # variance of t(4) is 2
+        t4: np.ndarray = rng.standard_t(4, n) / np.sqrt(2.0)  # variance of t(4) is 2
+        return t4
     if kind == "ar1":
         return _ar1(rng, n, 0.3)
     return rng.standard_normal(n)
@@ -142,10 +147,10 @@ def step_row(seed: int, seeds: int, sigma: float, sign: float, rules: list[str]
     out = {}
     for rule in rules:
         d = np.asarray(delays[rule])
-        found = d <= HORIZON
+        seen = d <= HORIZON
         out[rule] = {"within3": float(np.mean(d <= 3)), "within5": float(np.mean(d <= 5)),
-                     "median_delay": float(np.median(d[found])) if found.any() else None,
-                     "found30": float(np.mean(found)),
+                     "median_delay": float(np.median(d[seen])) if seen.any() else None,
+                     "found30": float(np.mean(seen)),
                      "onset_within3": float(np.mean(onset_ok[rule])),
                      "false_before_step": early[rule]}
     return out
@@ -206,18 +211,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:5.1f}%"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", action="store_true", help="print only the final JSON line")
-    ap.add_argument("--seeds", type=int, default=200,
-                    help="streams per step row; no-change days are half that, leak a quarter")
-    ap.add_argument("--seed", type=int, default=20240615)
-    args = ap.parse_args(argv)
-    say: Callable[[str], None] = (lambda s: None) if args.json else print
-    started = time.perf_counter()
-    out: dict[str, Any] = {"seeds": args.seeds, "seed": args.seed, "step": STEP,
-                           "window_s": WINDOW_S, "steps": {}, "false_alarms": {}}
-
+def _synthetic(args: argparse.Namespace, say: Callable[[str], None], out: dict[str, Any]
+               ) -> None:
+    """Sections (a)-(c) and the target check, into ``out``."""
+    out.update({"seeds": args.seeds, "seed": args.seed, "step": STEP, "steps": {},
+                "false_alarms": {}})
     say(f"(a) 5% step, {args.seeds} seeds a row; delay = windows of the new level seen at the "
         "alarm")
     say(f"{'noise':>6} {'change':>8} {'rule':>13} {'<=3':>7} {'<=5':>7} {'median':>7} "
@@ -273,13 +271,26 @@ def main(argv: list[str] | None = None) -> int:
                      "by_noise": verdicts, "met_up_to_noise": max(met_at) if met_at else None}
     say("\ntarget (combined rule): 5% step within 3 windows in >= 95% of seeds, < 1 false "
         "alarm per 24 h")
-    for sigma, v in verdicts.items():
-        say(f"  noise {float(sigma):.2%}: within 3 in {_pct(v['within3_worst'])} (worse "
+    for key, v in verdicts.items():
+        say(f"  noise {float(key):.2%}: within 3 in {_pct(v['within3_worst'])} (worse "
             f"direction), {fa:.3f} FA/24 h -> {'PASS' if v['pass'] else 'MISS'}")
     met = out["target"]["met_up_to_noise"]
     oracle = min(out["steps"][f"0.02_{lab}"]["oracle"]["within3"] for lab in ("tput-5%", "lat+5%"))
     say(f"  met up to noise {'-' if met is None else f'{met:.2%}'}; at 2% even the oracle CUSUM "
         f"(true mean, sd and step known) finds it within 3 windows in {_pct(oracle)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print only the final JSON line")
+    ap.add_argument("--seeds", type=int, default=200,
+                    help="streams per step row; no-change days are half that, leak a quarter")
+    ap.add_argument("--seed", type=int, default=20240615)
+    args = ap.parse_args(argv)
+    say: Callable[[str], None] = (lambda s: None) if args.json else print
+    started = time.perf_counter()
+    out: dict[str, Any] = {"window_s": WINDOW_S}
+    _synthetic(args, say, out)
     out["runtime_s"] = round(time.perf_counter() - started, 1)
     say(f"runtime {out['runtime_s']} s")
     print(json.dumps(out, sort_keys=True))

@@ -161,7 +161,7 @@ class ControlledEngine(_DeployableEngine):
         self.elapsed_s = 0.0
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int) -> EngineRun:
+                repeat: int, duration_s: float | None = None) -> EngineRun:
         z = float(np.random.default_rng([self.seed, repeat]).standard_normal())
         records = records_at(workload, self.level(config.params) * (1 + SIGMA * z))
         self.elapsed_s += (records[-1].t_end_ns - records[0].t_send_ns) / 1e9

@@ -25,12 +25,12 @@ from typing import Any
 
 from tunegate import __version__
 from tunegate.errors import InputFileError
+from tunegate.files.atomic import atomic_write_bytes
 from tunegate.gauge import ValidationReport
 from tunegate.loadgen.client import redact_url
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import RunResult
 from tunegate.metrics.definitions import NS_PER_S, itl_ns, ttfat_ns, ttft_ns
-from tunegate.tuner.atomic import atomic_write_bytes
 
 __all__ = ["BenchResult", "check_writable", "redact_url", "write_json", "write_result"]
 

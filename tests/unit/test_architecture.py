@@ -1,7 +1,8 @@
 """Imports flow downstream only: a stage never imports a later one.
 
-workload -> loadgen -> metrics -> gauge -> stats -> search -> servers -> tuner -> results -> api
--> cli. Nothing imports ``report`` or ``cli`` (but ``__main__``); ``testing`` is for tests.
+files -> workload -> loadgen -> metrics -> gauge -> stats -> search -> servers -> soak -> tuner ->
+results -> api -> cli. Nothing imports ``report`` or ``cli`` (but ``__main__``); ``testing`` is
+for tests.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import pytest
 import tunegate
 
 PACKAGE = Path(tunegate.__file__).parent
-ORDER = ["errors", "workload", "loadgen", "metrics", "gauge", "stats", "search", "servers",
-         "tuner", "results", "api", "cli", "report"]
+ORDER = ["errors", "files", "workload", "loadgen", "metrics", "gauge", "stats", "search", "servers",
+         "soak", "tuner", "results", "api", "cli", "report"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 RANK["testing"] = RANK["loadgen"]  # hand-built records: built on loadgen, used by tests only
 

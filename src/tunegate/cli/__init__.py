@@ -31,6 +31,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("tunegate.cli.demo", "the guided demo that `make demo` runs"),
     "stats": ("tunegate.cli.stats", "statistical tools: `stats power` prints the repeats needed"),
     "validate": ("tunegate.cli.validate", "check a report (ours, vLLM, SGLang, AIPerf, GuideLLM)"),
+    "soak": ("tunegate.cli.soak", "hours of load with drift watched live, and a verdict"),
     "tune": ("tunegate.cli.tune", "tune a server as a state machine with failure paths"),
     "replay": ("tunegate.cli.replay", "re-derive a tuning run's decisions; non-zero on mismatch"),
     "manual": ("tunegate.cli.manual", "the traffic-light table: what may be changed, and why"),

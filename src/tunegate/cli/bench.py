@@ -21,7 +21,7 @@ from tunegate.cli.console import (
 )
 from tunegate.errors import ConfigError
 
-__all__ = ["run"]
+__all__ = ["add_target_arguments", "add_workload_arguments", "bench_options", "run"]
 
 _API_KEY_ENV = ("TUNEGATE_API_KEY", "OPENAI_API_KEY")
 _FIELD_FLAGS = {
@@ -35,12 +35,8 @@ _FIELD_FLAGS = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tunegate bench",
-        description="Send a seeded workload over real sockets (or to the simulator in virtual "
-        "time), measure TTFT/TPOT/ITL/E2EL exactly, and validate the data before showing it.",
-    )
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """The server (or simulator) options ``bench`` and ``soak`` share."""
     t = p.add_argument_group("target")
     t.add_argument("--url", default="http://127.0.0.1:8000", help="server root, no /v1")
     t.add_argument("--model", help="model name (default: the first one /v1/models lists)")
@@ -62,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
                    "right before and after it (default 2)")
     t.add_argument("--no-metrics", action="store_true",
                    help="do not scrape the server's /metrics")
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The workload options ``bench`` and ``soak`` share; returns the group."""
     w = p.add_argument_group("workload")
     w.add_argument("--dataset", choices=["synthetic", "seed", "jsonl", "sharegpt"],
                    default="synthetic", help="seed = the article's 1319-request workload")
@@ -73,14 +73,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="max_tokens distribution, same syntax (synthetic; default 128)")
     w.add_argument("--tokenizer", help="tokenizer.json path or tiktoken:ENCODING (offline)")
     w.add_argument("--num-requests", type=int, default=None)
-    w.add_argument("--num-warmup", type=int, default=0,
-                   help="extra requests sent first, measured, excluded from statistics")
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--concurrency", type=int, help="closed-loop slots, or cap with a rate")
     w.add_argument("--request-rate", type=float, help="open-loop requests/s (inf = all at once)")
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default=None)
     w.add_argument("--burstiness", type=float, default=1.0,
                    help="gamma shape (1 = Poisson, < 1 burstier); implies --arrival gamma")
+    return w
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tunegate bench",
+        description="Send a seeded workload over real sockets (or to the simulator in virtual "
+        "time), measure TTFT/TPOT/ITL/E2EL exactly, and validate the data before showing it.",
+    )
+    add_target_arguments(p)
+    w = add_workload_arguments(p)
+    w.add_argument("--num-warmup", type=int, default=0,
+                   help="extra requests sent first, measured, excluded from statistics")
     w.add_argument("--duration", type=float, metavar="S",
                    help="stop sending after S seconds (the workload size is the upper bound)")
     o = p.add_argument_group("output")
@@ -115,7 +126,9 @@ def _engine_args(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _options(args: argparse.Namespace) -> Any:
+def bench_options(args: argparse.Namespace) -> Any:
+    """Validated :class:`~tunegate.api.BenchOptions` from the parsed target and workload
+    arguments (a mistake is one line naming the flag)."""
     from tunegate.api import BenchOptions, TargetOptions, options_error
     from tunegate.workload import WorkloadConfig
 
@@ -129,13 +142,14 @@ def _options(args: argparse.Namespace) -> Any:
             "pass the token with --api-key or $TUNEGATE_API_KEY"
         )
     synthetic = args.dataset == "synthetic"
+    duration = getattr(args, "duration", None)
     workload: dict[str, Any] = {
         "dataset": args.dataset, "dataset_path": args.dataset_path, "seed": args.seed,
-        "num_warmup": args.num_warmup, "concurrency": args.concurrency,
+        "num_warmup": getattr(args, "num_warmup", 0), "concurrency": args.concurrency,
         "request_rate": args.request_rate, "burstiness": args.burstiness,
         "tokenizer": args.tokenizer,
         "num_requests": args.num_requests if args.num_requests is not None
-        else (None if args.dataset == "seed" else (10_000 if args.duration else 200)),
+        else (None if args.dataset == "seed" else (10_000 if duration else 200)),
     }
     if args.burstiness != 1.0 and args.arrival is None:
         workload["arrival"] = "gamma"
@@ -160,9 +174,10 @@ def _options(args: argparse.Namespace) -> Any:
                 request_timeout_s=args.request_timeout,
             ),
             workload=WorkloadConfig(**{k: v for k, v in workload.items() if v is not None}),
-            percentiles=_percentiles(args.percentiles),
-            goodput=tuple(args.goodput), workers=args.workers, duration_s=args.duration,
-            keep_text=args.save_detailed, sim=args.sim,
+            percentiles=_percentiles(getattr(args, "percentiles", "50,90,95,99")),
+            goodput=tuple(getattr(args, "goodput", ())), workers=args.workers,
+            duration_s=duration,
+            keep_text=getattr(args, "save_detailed", False), sim=args.sim,
             engine_args=_engine_args(args.engine_arg), sim_seed=args.sim_seed,
             server_metrics=not args.no_metrics,
             **({} if args.metrics_interval is None
@@ -182,7 +197,7 @@ def run(argv: Sequence[str]) -> int:
     from tunegate.results import check_writable, write_result
 
     args = _parser().parse_args(list(argv))
-    options = _options(args)
+    options = bench_options(args)
     if args.out is not None:
         check_writable(args.out)  # before measuring, so nothing measured is lost to a typo
     total = options.workload.num_requests + options.workload.num_warmup

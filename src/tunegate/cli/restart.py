@@ -92,7 +92,7 @@ def run(argv: Sequence[str]) -> int:
     baseline = ctx.engine_params(ctx.space.default() | dict(ctx.config.baseline))
     fallback = _kept(args.run_dir)["params"] if args.run_dir else baseline
     target = {**baseline, **_sets(args.set)}
-    from tunegate.tuner.atomic import private_directory
+    from tunegate.files.atomic import private_directory
 
     try:
         private_directory(args.log_dir)  # server logs may quote tokens: nobody else's business

@@ -37,6 +37,7 @@ EXIT_BY_REASON: dict[EndReason, int] = {
     EndReason.NOT_CONFIRMED: 5,
     EndReason.BASELINE_INVALID: 3, EndReason.GAUGE_UNFIXABLE: 3,
     EndReason.METRIC_MISSING: 2, EndReason.INTERRUPTED: 130,
+    EndReason.SOAK_DEGRADED: 7,
 }
 """Why the run ended -> the exit code (a test checks every reason has one)."""
 

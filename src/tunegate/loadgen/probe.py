@@ -14,7 +14,7 @@ from tunegate.errors import UsageError
 from tunegate.loadgen.client import redact_url
 from tunegate.loadgen.redact import mask_secrets, mask_url_password, url_password
 
-__all__ = ["discover_model"]
+__all__ = ["check_reachable", "discover_model"]
 
 
 async def _list_models(base_url: str, api_key: str | None, timeout_s: float) -> list[str]:
@@ -63,3 +63,28 @@ def discover_model(base_url: str, api_key: str | None = None, timeout_s: float =
     if not models:
         raise UsageError(f"{_shown(base_url)} lists no model; pass --model NAME")
     return models[0]
+
+
+async def _answer_status(url: str, api_key: str | None, timeout_s: float) -> int:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+        session.get(url, headers=headers) as response,
+    ):
+        return response.status
+
+
+def check_reachable(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> None:
+    """Something answers HTTP at ``base_url`` (any status counts: a server without
+    ``/v1/models`` is still there). For a long run that must not start against nothing.
+
+    Raises:
+        UsageError: Nothing answers; the message names the URL and what to do.
+    """
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        asyncio.run(_answer_status(url, api_key, timeout_s))
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        why = mask_secrets(str(exc), [api_key, url_password(base_url)])
+        raise UsageError(f"cannot reach {_shown(url)} ({type(exc).__name__}: {why}); check "
+                         "--url or start the server") from None

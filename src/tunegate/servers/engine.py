@@ -99,8 +99,10 @@ class Engine(Protocol):
         ...
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int) -> EngineRun:
-        """One benchmark repeat of ``workload`` on the running ``config``."""
+                repeat: int, duration_s: float | None = None) -> EngineRun:
+        """One benchmark repeat of ``workload`` on the running ``config``; with ``duration_s``
+        it stops sending after that long (a soak's window), the workload being the upper
+        bound."""
         ...
 
     def snapshot(self) -> dict[str, Any]:
@@ -171,7 +173,7 @@ class ProcessEngine(_DeployableEngine):
     """
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int) -> EngineRun:
+                repeat: int, duration_s: float | None = None) -> EngineRun:
         base_url = f"http://{config.host}:{config.port}"
         telemetry = (ServerTelemetry(base_url, api_key=config.api_key,
                                      path=getattr(self.deployable, "metrics_path", "/metrics"))
@@ -181,7 +183,7 @@ class ProcessEngine(_DeployableEngine):
             stream=settings.stream, ignore_eos=settings.ignore_eos, api_key=config.api_key,
             request_timeout_s=settings.request_timeout_s, run_id=f"tunegate-tune-{repeat}")
         with telemetry or contextlib.nullcontext():
-            result = run_workload(workload, client)
+            result = run_workload(workload, client, duration_s=duration_s)
         if result.interrupted:
             # The load generator turns Ctrl-C (and SIGTERM) into a graceful stop and returns
             # the partial records, right for ``tunegate bench``. In a tuning run the operator
@@ -220,11 +222,11 @@ class VirtualEngine(_DeployableEngine):
         self.simulator = simulator
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int) -> EngineRun:
+                repeat: int, duration_s: float | None = None) -> EngineRun:
         if not isinstance(self.handle, VirtualHandle):
             raise ServerError(f"{self.simulator.name}: no server runs; start one first")
         run = self.simulator.measure(self.handle, workload, stream=settings.stream,
-                                     repeat=repeat)
+                                     repeat=repeat, duration_s=duration_s)
         metrics = run.server_metrics
         block = block_from_exposition(metrics.render(), peaks=metrics.peaks,
                                       t_s=run.duration_ns / 1e9)

@@ -2,7 +2,7 @@
 
 Storage modules, upstream of the state machine:
 
-- :mod:`~tunegate.tuner.atomic`: atomic, durable file replacement (kept config, summary).
+- :mod:`~tunegate.files.atomic`: atomic, durable file replacement (kept config, summary).
 - :mod:`~tunegate.tuner.holder`, :mod:`~tunegate.tuner.lease`: one run per service.
 - :mod:`~tunegate.tuner.digest`: canonical JSON and SHA-256 digests.
 - :mod:`~tunegate.tuner.journal`: append-only checksummed JSONL.
@@ -11,7 +11,7 @@ Storage modules, upstream of the state machine:
 
 from __future__ import annotations
 
-from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from tunegate.files.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from tunegate.tuner.decisions import Decision, DecisionKind, DecisionLog, replay_decisions
 from tunegate.tuner.digest import canonical_json, digest
 from tunegate.tuner.holder import LeaseRecord

@@ -41,10 +41,16 @@ Confirmer = Callable[[Mapping[str, Any]], Answer]
 def _prompt(change: Mapping[str, Any]) -> Answer:
     if not sys.stdin.isatty():
         return Answer.ABSENT
-    print(f"tunegate: apply trial {change['trial']} ({change['reason']})?")
+    verb = "deliver" if change.get("deliver") else "apply"
+    print(f"tunegate: {verb} trial {change['trial']} ({change['reason']})?")
     for name, (old, new) in change["diff"].items():
         print(f"  {name}: {old!r} -> {new!r}")
-    reply = input("apply? [y/N] ").strip().lower()
+    soak = change.get("soak")
+    if soak:  # the soak's verdict is part of what is confirmed
+        print(f"  soak verdict: {soak['verdict']}")
+        for line in soak["evidence"]:
+            print(f"    - {line}")
+    reply = input(f"{verb}? [y/N] ").strip().lower()
     return Answer.YES if reply in ("y", "yes") else Answer.NO
 
 

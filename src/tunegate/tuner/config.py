@@ -15,6 +15,8 @@ Sections (see the README for full examples)::
                  slos ("p99_ttft_ms <= 3000": absolute limits) and objectives
                  ("p99_ttft_ms:lower": extra objectives after [objective], five in all at most)
     [report]     plots (write pareto.png and study.db at the end)
+    [soak]       duration_s (or duration), window_s (or window, default 60), tolerance:
+                 soak the recommendation before the run ends (the SOAK state)
 
 Beyond each field's type, loading refuses what would only fail later, or never end: a metric
 name no repeat can hold (:mod:`tunegate.tuner.metric_names`), a budget or repeat count outside
@@ -37,6 +39,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -202,6 +205,26 @@ class ReportSection(Strict):
                         "at the end (false: summary.json and report.md only)")
 
 
+class SoakSection(Strict):
+    """The SOAK state: hours of load on the recommendation before the run ends."""
+
+    duration_s: float = Field(gt=0, le=7 * 24 * 3600.0,
+                              validation_alias=AliasChoices("duration_s", "duration"),
+                              description="total load time, seconds")
+    window_s: float = Field(default=60.0, gt=0,
+                            validation_alias=AliasChoices("window_s", "window"),
+                            description="window length, seconds")
+    tolerance: float = Field(default=0.05, ge=0, lt=1, description="relative worsening of "
+                             "an objective that makes the verdict degraded")
+
+    @model_validator(mode="after")
+    def _window_fits(self) -> SoakSection:
+        if self.window_s > self.duration_s:
+            raise ValueError(f"window_s {self.window_s:g} is longer than duration_s "
+                             f"{self.duration_s:g}: a soak needs many windows (default 60 s)")
+        return self
+
+
 class TuneConfig(Strict):
     """A whole tuning run's configuration (see the module docstring)."""
 
@@ -219,6 +242,7 @@ class TuneConfig(Strict):
     gate: GateSection = GateSection()
     search: SearchSection = SearchSection()
     report: ReportSection = ReportSection()
+    soak: SoakSection | None = None
 
     @field_validator("space")
     @classmethod

@@ -201,15 +201,19 @@ class TunerContext:
         return mean if self.objective.direction == "higher" else -mean
 
     # ---- the engine --------------------------------------------------------------------------
+    def bench_settings(self) -> BenchSettings:
+        """How a repeat (or a soak's window) talks to the server: ``[benchmark]``."""
+        bench = self.bench()
+        return BenchSettings(bench.stream, bench.endpoint, bench.ignore_eos,
+                             bench.request_timeout_s)
+
     def measure_once(self, role: str, params: Mapping[str, Any],
                      trial: int | None) -> Measurement:
         """One validated repeat of what runs now, journalled before anyone reads it."""
         index = self.rs.measurements
         name = f"m{index:04d}-{role}" + (f"-t{trial:03d}" if trial is not None else "")
-        bench = self.bench()
-        settings = BenchSettings(bench.stream, bench.endpoint, bench.ignore_eos,
-                                 bench.request_timeout_s)
-        result = measure(self.engine, self.server_config(params), self.workload, settings,
+        result = measure(self.engine, self.server_config(params), self.workload,
+                         self.bench_settings(),
                          run_dir=self.run_dir, name=name, repeat=index)
         record = {"index": index, "name": name, "role": role, "trial": trial,
                   "valid": result.valid, "findings": result.validation.codes(),

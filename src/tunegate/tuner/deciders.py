@@ -17,6 +17,8 @@ Components (the replay registry, name -> version, function):
 * ``gate``: ACCEPT / REJECT / INCONCLUSIVE from the repeats (:mod:`tunegate.stats.gate`).
 * ``slo_guard``: whether a candidate the gate accepted may be kept under ``[search] slos``.
 * ``keep_or_rollback``: what the verdict means for the running config.
+* ``soak_verdict``: stable / drifting / degraded, from the soak's window rows
+  (:func:`tunegate.soak.judge.judge_soak`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tunegate.search.objectives import Objective, OutcomeConstraint, parse_outco
 from tunegate.search.proposer import BaseProposer
 from tunegate.search.selection import select_proposer, selection
 from tunegate.search.space import Light, SearchSpace
+from tunegate.soak.judge import judge_soak, series_from_dicts
 from tunegate.stats import gate as stats_gate
 from tunegate.stats.power import gate_sample_size
 from tunegate.stats.threshold import ThresholdPolicy
@@ -39,7 +42,7 @@ from tunegate.tuner.proposal_history import ProposerSession, replay_history
 
 __all__ = ["PROPOSER_VERSION", "REGISTRY", "REMEDIES", "Proposer", "build_proposer",
            "config_proposer", "config_selection", "early_stop", "propose", "replay_history",
-           "search_goals", "slo_guard"]
+           "search_goals", "slo_guard", "soak_verdict"]
 
 PROPOSER_VERSION = "select_proposer/2"
 """Version of the ``proposer`` component. ``/2``: the budget chooses the strategy and ``tell``
@@ -303,6 +306,16 @@ def keep_or_rollback(inputs: Mapping[str, Any], seed: int | None) -> dict[str, A
     return {"action": "keep" if inputs["decision"] == "ACCEPT" else "rollback"}
 
 
+def soak_verdict(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """The soak's verdict. Inputs: ``series`` (name, kind, direction, limit), ``rows`` (each
+    window's ``window``, ``t_s``, ``values``, ``valid``, ``findings``, ``restarted``),
+    ``tolerance``, ``alpha``, ``died`` (why the server was found dead, or ``None``)."""
+    verdict = judge_soak(inputs["rows"], series_from_dicts(inputs["series"]),
+                         tolerance=float(inputs["tolerance"]), alpha=float(inputs["alpha"]),
+                         died=inputs.get("died"))
+    return verdict.to_dict()
+
+
 REGISTRY: dict[str, tuple[str, Decider]] = {
     "must_change": ("1", must_change),
     "remedies": ("1", remedies),
@@ -312,6 +325,7 @@ REGISTRY: dict[str, tuple[str, Decider]] = {
     "gate": (stats_gate.GATE_VERSION, gate),
     "slo_guard": ("1", slo_guard),
     "keep_or_rollback": ("1", keep_or_rollback),
+    "soak_verdict": ("1", soak_verdict),
 }
 """Component name -> (version, deciding function): what replay re-runs. A run or a replay uses
 it through :func:`tunegate.tuner.decisions.for_log`, which gives the ``proposer`` a session of

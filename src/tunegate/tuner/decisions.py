@@ -95,6 +95,7 @@ class DecisionKind(StrEnum):
     APPROVAL = "approval"
     ABNORMAL = "abnormal"
     STOP = "stop"
+    SOAK = "soak"
 
 
 @dataclass(frozen=True)

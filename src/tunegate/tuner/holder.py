@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tunegate.errors import LeaseError
-from tunegate.tuner.atomic import atomic_write_json, fsync_directory
+from tunegate.files.atomic import atomic_write_json, fsync_directory
 
 __all__ = [
     "LeaseRecord",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tunegate.errors import InputFileError
-from tunegate.tuner.atomic import atomic_write_json
+from tunegate.files.atomic import atomic_write_json
 from tunegate.tuner.journal import (
     GENESIS,
     Journal,

@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from tunegate.errors import JournalCorruptError, LeaseBusyError, LeaseLostError
-from tunegate.tuner.atomic import fsync_directory
+from tunegate.files.atomic import fsync_directory
 from tunegate.tuner.digest import normalize
 from tunegate.tuner.journal_chain import (
     GENESIS,

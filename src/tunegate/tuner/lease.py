@@ -49,7 +49,7 @@ from types import TracebackType
 from typing import Any
 
 from tunegate.errors import LeaseBusyError, LeaseLostError
-from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json
+from tunegate.files.atomic import atomic_write_bytes, atomic_write_json
 from tunegate.tuner.holder import LeaseRecord, RecordStore, holder_liveness, new_record
 
 __all__ = ["Lease", "fenced_write_bytes", "fenced_write_json"]

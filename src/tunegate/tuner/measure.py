@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunegate.files.atomic import atomic_write_json
 from tunegate.gauge import ValidationReport, validate_records
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.server_metrics import summary_keys
 from tunegate.metrics import summarize
 from tunegate.servers.adapters import ServerConfig
 from tunegate.servers.engine import BenchSettings, Engine
-from tunegate.tuner.atomic import atomic_write_json
 from tunegate.workload.spec import Workload
 
 __all__ = ["Measurement", "measure"]

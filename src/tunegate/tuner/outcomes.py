@@ -65,6 +65,8 @@ class EndReason(StrEnum):
 
     BUDGET_SPENT = "budget_spent"
     CONVERGED = "converged"
+    SOAK_DEGRADED = "soak_degraded"
+    """The recommendation's soak said ``degraded``: it is not delivered."""
     LEASE_DENIED = "lease_denied"
     """Another run holds the service."""
     LEASE_LOST = "lease_lost"

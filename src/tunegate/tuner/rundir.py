@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from tunegate.errors import TunegateError
-from tunegate.tuner.atomic import private_directory
+from tunegate.files.atomic import private_directory
 from tunegate.tuner.context import TunerContext
 from tunegate.tuner.decisions import DecisionLog
 from tunegate.tuner.journal import Journal

@@ -69,6 +69,7 @@ class RunState:
             ones, so a crash in BASELINE resumes where it was.
         reason: Why the run ended (final states), in words.
         end_reason: The same, typed (the CLI's exit code).
+        soak: The SOAK state's outcome (verdict, evidence, windows, directory) once it ended.
         run_id: This run's name in a shared study (``[search] study``): drawn once when the
             run starts, kept across resumes, so its own results are never read back as
             another run's (empty without a shared study, or before the first snapshot).
@@ -112,6 +113,7 @@ class RunState:
     baseline_findings: list[str] = field(default_factory=list)
     reason: str = ""
     end_reason: EndReason | None = None
+    soak: dict[str, Any] | None = None
     run_id: str = ""
 
     def to_json(self) -> dict[str, Any]:

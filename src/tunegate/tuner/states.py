@@ -10,6 +10,7 @@ into a state nobody designed. In short::
     VERIFY -> MEASURE  (the gate cannot tell yet: one more repeat)
     VERIFY -> ROLLBACK (early stop: clearly worse after its first repeat)
     RECHECK -> BASELINE (the kept config drifted: re-baseline before any further gate)
+    PROPOSE -> SOAK -> CONVERGED | BUDGET_EXHAUSTED  (``[soak]``: the recommendation soaked)
 
 New compared with "change one thing and run it once": APPLY keeps the last *kept* config as
 the rollback target; a failed start rolls back automatically, and after two consecutive failed
@@ -62,6 +63,9 @@ class State(StrEnum):
     RECHECK = "recheck"
     """Measure the kept config (it serves now): complete its arm to the planned repeats, and
     every ``recheck_every`` trials test it for drift."""
+    SOAK = "soak"
+    """The search is over: hours of load on the recommendation, drift watched, a verdict
+    (``[soak]`` only); a ``degraded`` verdict withholds the recommendation."""
     CONVERGED = "converged"
     BUDGET_EXHAUSTED = "budget_exhausted"
     ENVIRONMENT_ABNORMAL = "environment_abnormal"
@@ -116,6 +120,8 @@ class Event(StrEnum):
     re-check is due)."""
     DRIFT = "drift"
     """RECHECK: the kept config moved: re-baseline before any further gate."""
+    SOAK = "soak"
+    """PROPOSE: the search is over and ``[soak]`` is set: soak the recommendation first."""
     ROLLBACK_FAILED = "rollback_failed"
     ABORT = "abort"
     """Stop where we are: Ctrl-C or a lost lease (any state, raised by the loop), or a
@@ -133,6 +139,7 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.PROPOSE, Event.PROPOSED): State.APPLY,
     (State.PROPOSE, Event.BUDGET_SPENT): State.BUDGET_EXHAUSTED,
     (State.PROPOSE, Event.CONVERGED): State.CONVERGED,
+    (State.PROPOSE, Event.SOAK): State.SOAK,
     (State.APPLY, Event.OK): State.VERIFY_START,
     (State.APPLY, Event.NOT_CONFIRMED): State.PROPOSE,
     (State.APPLY, Event.NO_CONFIRMATION): State.ABORTED,
@@ -157,6 +164,8 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.RECHECK, Event.NEED_MORE): State.RECHECK,
     (State.RECHECK, Event.OK): State.PROPOSE,
     (State.RECHECK, Event.DRIFT): State.BASELINE,
+    (State.SOAK, Event.BUDGET_SPENT): State.BUDGET_EXHAUSTED,  # the soak ends the run as the
+    (State.SOAK, Event.CONVERGED): State.CONVERGED,  # search would have: the reason carries on
 }
 """Every legal transition. ABORT is legal from every non-final state (added below)."""
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from tunegate.errors import ServerError
 from tunegate.loadgen.records import Outcome, RequestRecord
+from tunegate.loadgen.server_metrics import ScrapeRecorder
 from tunegate.servers.adapters import ServerConfig
 from tunegate.servers.engine import BenchSettings, EngineRun, _DeployableEngine
 from tunegate.servers.verify import StepResult, StepStatus, VerificationReport
@@ -50,6 +51,7 @@ __all__ = [
     "WatchedTuner",
     "World",
     "key",
+    "restarted_metrics",
     "serve",
 ]
 
@@ -60,6 +62,8 @@ FACTOR = {"better": 1.25, "worse": 0.75, "same": 1.0, "near": 1.03}
 the gate's 3% threshold, where the fixed gate at 2 repeats can tell neither way)."""
 TTFT_MS = 2.0
 """Every request's time to first token unless the script says otherwise (ms)."""
+SOAK_EVENTS = ("restart", "dead", "error")
+"""What can go wrong in a scripted soak window (:attr:`World.soak_events`)."""
 SLOW_PREFILL_SHARE = 0.9
 """With slow prefill the first token arrives after this share of the request's time."""
 FAILED_OF_FOUR = 3
@@ -76,16 +80,23 @@ def _prompt_tokens(spec: RequestSpec) -> int:
 
 
 def serve(workload: Workload, level: float, *, ttft_ms: float = TTFT_MS, stream: bool = True,
-          failed: int = 0, slow_prefill: bool = False) -> list[RequestRecord]:
+          failed: int = 0, slow_prefill: bool = False, duration_s: float | None = None,
+          dead: bool = False) -> list[RequestRecord]:
     """The records of ``workload`` served one request at a time at ``level`` tokens/s.
 
     Request ``i`` is sent when request ``i - 1`` ends and lasts ``max_tokens / level`` seconds,
     so the summary's ``output_throughput`` is ``level`` (to the nanosecond's rounding) and
     every TTFT is ``ttft_ms``. ``failed``: that many requests of every four end with a server
     error. ``stream=False``: each answer arrives as one body at the end (TTFT == E2EL).
+    ``duration_s``: no request is sent from then on (a soak's window; the workload is the upper
+    bound). ``dead``: nobody answers: every request ends, after as long as it would have taken,
+    with no HTTP status and no token.
     """
     records, t = [], 0
+    limit = None if duration_s is None else round(duration_s * 1e9)
     for n, spec in enumerate(workload.requests):
+        if limit is not None and t >= limit:
+            break
         out = spec.max_tokens
         length = round(out * 1e9 / level)
         first = round(SLOW_PREFILL_SHARE * length) if slow_prefill else round(ttft_ms * 1e6)
@@ -94,7 +105,11 @@ def serve(workload: Workload, level: float, *, ttft_ms: float = TTFT_MS, stream:
                                  f"{length / 1e6} ms and {out} tokens")
         common: dict[str, Any] = {"index": spec.index, "send_ns": t, "warmup": spec.warmup,
                                   "input_tokens": _prompt_tokens(spec)}
-        if n % 4 >= 4 - failed:
+        if dead:
+            records.append(make_record(**common, end_ns=t + length, output_tokens=0,
+                                       outcome=Outcome.TIMEOUT,
+                                       error="fake: no response (the server is gone)"))
+        elif n % 4 >= 4 - failed:
             records.append(make_record(**common, end_ns=t + first, output_tokens=0,
                                        outcome=Outcome.SERVER_ERROR,
                                        error="HTTP 500: scripted failure"))
@@ -107,6 +122,18 @@ def serve(workload: Workload, level: float, *, ttft_ms: float = TTFT_MS, stream:
                 t + first + round(k * step) for k in range(out)]))
         t += length
     return records
+
+
+def restarted_metrics(duration_s: float) -> dict[str, Any]:
+    """The ``/metrics`` block of a window in which the server restarted halfway: a new process
+    start time, and its request counter starting again from zero."""
+    counter = "# TYPE vllm:num_requests_total counter\nvllm:num_requests_total {}\n"
+    start = "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {}\n"
+    recorder = ScrapeRecorder("fake://metrics", duration_s / 2)
+    recorder.add_text(0.0, counter.format(500) + start.format(1000.0), "before")
+    recorder.add_text(duration_s / 2, counter.format(3) + start.format(2000.0), "during")
+    recorder.add_text(duration_s, counter.format(9) + start.format(2000.0), "after")
+    return recorder.block()
 
 
 @dataclass
@@ -156,6 +183,19 @@ class World:
     to crash the tuner, or press Ctrl-C, at a chosen point."""
     calls: dict[str, int] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    soak_speed: Callable[[int], float] = lambda window: 1.0
+    """The machine's speed during soak window ``i``, times :attr:`speed` (a step down at a
+    chosen window, a slow decline)."""
+    soak_events: dict[int, str] = field(default_factory=dict)
+    """What goes wrong in soak window ``i`` (:data:`SOAK_EVENTS`): ``restart`` (the server
+    restarted halfway through the window), ``dead`` (no request gets a response), ``error``
+    (the engine cannot measure: a :class:`~tunegate.errors.ServerError`)."""
+    soak_windows: list[int] = field(default_factory=list)
+    """The soak windows measured, in order, one entry per run: a window whose workload ran out
+    early is run again (a calibration) and appears once per run; a resumed soak must not
+    measure a finished window again."""
+    asked: list[dict[str, Any]] = field(default_factory=list)
+    """Every change the operator was asked to confirm, as the tuner put it."""
 
     # -- every call into the world ---------------------------------------------------------
     def _called(self, what: str) -> None:
@@ -225,7 +265,10 @@ class World:
 
     # -- the benchmark ---------------------------------------------------------------------
     def measure(self, handle: Handle | None, config: ServerConfig, workload: Workload,
-                settings: BenchSettings, repeat: int) -> list[RequestRecord]:
+                settings: BenchSettings, repeat: int, *,
+                duration_s: float | None = None) -> tuple[list[RequestRecord],
+                                                          dict[str, Any] | None]:
+        """One repeat's records and ``/metrics`` block; with ``duration_s``, a soak's window."""
         self._called("measure")
         params = dict(config.params)
         if handle is None or not handle.alive or handle is not self.running:
@@ -234,17 +277,35 @@ class World:
             self.violations.append(f"repeat {repeat}: attributed to {params}, but the server "
                                    f"runs {handle.params}")
         outcome = self.measure_plan.pop(0) if self.measure_plan else "ok"
-        if outcome == "error":
+        speed, event = self.speed, None
+        if duration_s is not None:
+            window = self._soak_window(repeat)
+            self.soak_windows.append(window)
+            speed *= self.soak_speed(window)
+            event = self.soak_events.get(window)
+            assert event in (None, *SOAK_EVENTS), f"script error: soak event {event!r}"
+        if event in ("dead", "error") and self.running is not None:
+            self.running.alive = False  # the server is gone for good
+        if outcome == "error" or event == "error":
             raise ServerError("fake: connection refused during the benchmark")
         jitter = 1 + 0.01 * (((repeat * 7919) % 11) - 5) / 5
         candidate = self.tuner.rs.candidate if self.tuner is not None else None
         is_candidate = candidate is not None and key(candidate.params) == key(params)
         ttft = self.trial_p99_ttft.get(candidate.trial, TTFT_MS) if candidate is not None \
             and is_candidate else TTFT_MS
-        return serve(workload, self.level(params) * self.speed * jitter, ttft_ms=ttft,
-                     stream=settings.stream,
-                     failed=FAILED_OF_FOUR if outcome == "invalid" else 0,
-                     slow_prefill=self.slow_prefill(params))
+        records = serve(workload, self.level(params) * speed * jitter, ttft_ms=ttft,
+                        stream=settings.stream,
+                        failed=FAILED_OF_FOUR if outcome == "invalid" else 0,
+                        slow_prefill=self.slow_prefill(params), duration_s=duration_s,
+                        dead=event == "dead")
+        metrics = restarted_metrics(duration_s or 1.0) if event == "restart" else None
+        return records, metrics
+
+    def _soak_window(self, repeat: int) -> int:
+        """Which soak window a repeat is: the soak numbers its windows' repeats on from the
+        run's measurements (so that none draws a measured repeat's noise again)."""
+        assert self.tuner is not None, "a soak runs inside a tuner"
+        return repeat - self.tuner.rs.measurements
 
     def level(self, params: Mapping[str, Any]) -> float:
         """A config's level: fixed the first time it is measured (a scripted trial's, else
@@ -266,6 +327,7 @@ class World:
     # -- the operator ------------------------------------------------------------------------
     def confirm(self, run: RunSection, change: Mapping[str, Any]) -> Answer:
         self._called("confirm")
+        self.asked.append(dict(change))
         return self.confirm_plan.pop(0) if self.confirm_plan else Answer.YES
 
     def say(self, line: str) -> None:
@@ -282,9 +344,10 @@ class ScriptedEngine(_DeployableEngine):
         self.world = world
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int) -> EngineRun:
-        return EngineRun(self.world.measure(self.handle, config, workload, settings, repeat),
-                         None)
+                repeat: int, duration_s: float | None = None) -> EngineRun:
+        records, metrics = self.world.measure(self.handle, config, workload, settings, repeat,
+                                              duration_s=duration_s)
+        return EngineRun(records, metrics)
 
     def snapshot(self) -> dict[str, Any]:
         return {"starts": len(self.world.starts)}

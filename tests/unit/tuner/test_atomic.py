@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tunegate.tuner.atomic import atomic_write_bytes, atomic_write_json
+from tunegate.files.atomic import atomic_write_bytes, atomic_write_json
 
 WRITER = """
 import sys
-from tunegate.tuner.atomic import atomic_write_json
+from tunegate.files.atomic import atomic_write_json
 path, start = sys.argv[1], int(sys.argv[2])
 pad = "x" * 400_000
 n = start

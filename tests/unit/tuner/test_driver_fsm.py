@@ -37,6 +37,7 @@ Every (state, event) edge of the transition table is taken by a regression that 
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import json
@@ -626,10 +627,17 @@ EDGE_TESTS: dict[str, tuple[str, ...]] = {
     "test_a_rollback_that_cannot_bring_the_kept_config_back_is_abnormal": (
         "rollback/rollback_failed",),
     "test_ctrl_c_in_any_state_aborts_with_the_kept_config_serving": tuple(
-        f"{state.value}/abort" for state in State if not state.is_final),
+        f"{state.value}/abort" for state in State
+        if not state.is_final and state is not State.SOAK),
+    # SOAK runs only with [soak]: its edges are taken by the regressions of test_soak_state.py
+    "test_with_soak_propose_goes_through_soak_to_budget_exhausted": (
+        "propose/soak", "soak/budget_spent"),
+    "test_with_soak_and_patience_the_run_still_ends_converged": ("soak/converged",),
+    "test_ctrl_c_during_the_soak_aborts_and_keeps_the_finished_windows": ("soak/abort",),
 }
-"""Each regression below and the edges it asserts it took: together, the whole table (a
-denied lease writes no journal: that test asserts the run state instead)."""
+"""Each regression below (or in ``test_soak_state.py``, beside this file) and the edges it
+asserts it took: together, the whole table (a denied lease writes no journal: that test asserts
+the run state instead)."""
 
 _EVERY_MACHINE = (
     "lease/ok", "baseline/ok", "propose/proposed", "propose/budget_spent", "apply/ok",
@@ -648,10 +656,19 @@ edit to a rule moves which rare paths the examples find. The regressions of
 :data:`EDGE_TESTS` take every edge of the table whatever the machines find."""
 
 
+def _soak_state_tests() -> set[str]:
+    """The test functions of ``test_soak_state.py`` (read, not imported: its fixtures are its
+    own)."""
+    tree = ast.parse(Path(__file__).with_name("test_soak_state.py").read_text())
+    return {node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+
+
 def test_every_table_edge_is_taken_by_a_regression() -> None:
     claimed = [edge for pairs in EDGE_TESTS.values() for edge in edge_set(*pairs)]
     assert set(TRANSITIONS) == set(claimed)
-    assert set(EDGE_TESTS) <= {name for name in globals() if name.startswith("test_")}
+    here = {name for name in globals() if name.startswith("test_")}
+    assert set(EDGE_TESTS) <= here | _soak_state_tests()
 
 
 def test_tuner_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -160,13 +160,14 @@ class VirtualSimulator:
 
     def measure(
         self, handle: VirtualHandle, workload: Workload, *, stream: bool = True,
-        repeat: int | None = None,
+        repeat: int | None = None, duration_s: float | None = None,
     ) -> VirtualRun:
         """Benchmark ``workload`` on the running config (virtual clock).
 
         Each measurement is a new noise draw (``repeat`` = measurements so far, unless given)
         on a machine that keeps ageing: drift accumulates over :attr:`elapsed_s`, across
-        restarts, as on a real machine.
+        restarts, as on a real machine. ``duration_s``: stop sending after this much virtual
+        time (the workload is the upper bound).
 
         Raises:
             ServerError: The handle was stopped.
@@ -177,7 +178,7 @@ class VirtualSimulator:
                           stream=stream, seed=self.seed, noise=self.noise,
                           faults=self._started_faults(),
                           repeat=handle.measurements if repeat is None else repeat,
-                          elapsed_before_s=self.elapsed_s)
+                          elapsed_before_s=self.elapsed_s, send_for_s=duration_s)
         handle.measurements += 1
         self.elapsed_s += run.duration_ns / 1e9
         return run

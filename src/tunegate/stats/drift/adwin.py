@@ -53,17 +53,19 @@ class ADWIN(DriftDetector):
         mean: reference mean in raw units (None: learned, self-starting).
         std: reference standard deviation (None: learned, self-starting).
         warmup: values that only feed the running estimates at the start.
+        guard: the newest values kept out of the running estimates (see the base class).
     """
 
     def __init__(self, delta: float = 2e-3, *, min_side: int = 5, max_window: int = 1000,
-                 mean: float | None = None, std: float | None = None, warmup: int = 10) -> None:
+                 mean: float | None = None, std: float | None = None, warmup: int = 10,
+                 guard: int = 0) -> None:
         if not 0 < delta < 1:
             raise ConfigError(f"ADWIN delta must lie strictly between 0 and 1, got {delta}")
         if min_side < 1 or max_window < 2 * min_side:
             raise ConfigError(
                 f"ADWIN needs min_side >= 1 and max_window >= 2 * min_side, got {min_side}, "
                 f"{max_window}")
-        super().__init__(mean=mean, std=std, warmup=warmup)
+        super().__init__(mean=mean, std=std, warmup=warmup, guard=guard)
         self.delta = delta
         self.min_side = min_side
         self.max_window = max_window

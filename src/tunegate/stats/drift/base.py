@@ -15,6 +15,16 @@ and for TTFT in ms (river's Page-Hinkley defaults are in raw units; ours are in 
   ``warmup`` values only feed the running estimates. (A given ``std`` with a learned mean uses
   ``(x - mean_k) / (std sqrt(1 + 1/k))``.)
 
+Guard band (``guard = g``): the running estimates leave out the ``g`` newest values, so a value
+is scored against the values up to ``g`` before it. Without it, a step feeds its own first
+windows into the reference: each one pulls the running mean towards the new level and inflates
+the spread, so the next scores shrink, and a step soon after the warm-up (a short soak's
+reference is short) can fade before a second detector alarms. With it, the first ``g`` values of
+a new regime are all scored against the old one. While nothing changes the score is exactly as
+calibrated (a value is still independent of the values it is scored against); the reference is
+``g`` values shorter. Scoring starts once ``warmup`` values were seen, the guarded ones included
+(``warmup >= guard + 3``: at least three in the reference).
+
 After a detection the next ``update`` starts afresh on the new regime (running estimates and
 detector state reset; a given ``mean`` is no longer assumed). ``change_index`` is the 0-based
 position, in everything passed to ``update`` since construction, of the first sample the
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections import deque
 
 from scipy import special
 
@@ -55,16 +66,21 @@ class DriftDetector(ABC):
         mean: reference mean in raw units (None: learn it, self-starting).
         std: reference standard deviation in raw units (None: learn it, self-starting).
         warmup: values that only feed the running estimates before detection starts (>= 3).
+        guard: the newest values kept out of the running estimates (module docstring).
     """
 
     def __init__(self, *, mean: float | None = None, std: float | None = None,
-                 warmup: int = 10) -> None:
+                 warmup: int = 10, guard: int = 0) -> None:
         if std is not None and (not math.isfinite(std) or std <= 0):
             raise ConfigError(f"drift detector std must be > 0, got {std}")
         if mean is not None and not math.isfinite(mean):
             raise ConfigError(f"drift detector mean must be finite, got {mean}")
         if warmup < 3:
             raise ConfigError(f"warmup must be at least 3 samples, got {warmup}")
+        if guard < 0 or warmup < guard + 3:
+            raise ConfigError(f"guard must lie in [0, warmup - 3], got {guard} with warmup "
+                              f"{warmup}")
+        self.guard = guard
         self._given_mean = mean
         self._given_std = std
         self.warmup = warmup
@@ -75,6 +91,7 @@ class DriftDetector(ABC):
 
     def _start_fresh(self, mean: float | None) -> None:
         self._mean = mean
+        self._guarded: deque[float] = deque()
         self._k = 0
         self._run_mean = 0.0
         self._run_m2 = 0.0
@@ -100,7 +117,7 @@ class DriftDetector(ABC):
         z: float | None = None
         if self._mean is not None and self._given_std is not None:
             z = (x - self._mean) / self._given_std
-        elif k >= self.warmup:
+        elif k + len(self._guarded) >= self.warmup:
             if self._given_std is not None:
                 z = (x - self._run_mean) / (self._given_std * math.sqrt(1.0 + 1.0 / k))
             else:
@@ -113,11 +130,17 @@ class DriftDetector(ABC):
                     df = k - 1
                 p = min(max(float(special.stdtr(df, t)), 1e-300), 1.0 - 1e-16)
                 z = float(special.ndtri(p))
-        self._k = k + 1
+        self._guarded.append(x)
+        if len(self._guarded) > self.guard:
+            self._absorb(self._guarded.popleft())
+        return z
+
+    def _absorb(self, x: float) -> None:
+        """Add ``x`` to the running mean and spread (Welford)."""
+        self._k += 1
         delta = x - self._run_mean
         self._run_mean += delta / self._k
         self._run_m2 += delta * (x - self._run_mean)
-        return z
 
     def update(self, x: float) -> None:
         """Feed one raw observation; afterwards check :attr:`drift_detected`."""

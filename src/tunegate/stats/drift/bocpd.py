@@ -57,18 +57,20 @@ class BOCPD(DriftDetector):
         mean: reference mean in raw units (None: learned, self-starting).
         std: reference standard deviation (None: learned, self-starting).
         warmup: values that only feed the running estimates at the start.
+        guard: the newest values kept out of the running estimates (see the base class).
     """
 
     def __init__(self, expected_run: float = 1000.0, prior_sd: float = 2.0, window: int = 30,
                  threshold: float = 0.99, *, max_run: int = 2000, mean: float | None = None,
-                 std: float | None = None, warmup: int = 10) -> None:
+                 std: float | None = None, warmup: int = 10,
+                 guard: int = 0) -> None:
         if expected_run <= 1 or prior_sd <= 0 or window < 1 or not 0 < threshold < 1:
             raise ConfigError(
                 "BOCPD needs expected_run > 1, prior_sd > 0, window >= 1, 0 < threshold < 1; got "
                 f"{expected_run}, {prior_sd}, {window}, {threshold}")
         if max_run <= window:
             raise ConfigError(f"BOCPD max_run must exceed window, got {max_run} <= {window}")
-        super().__init__(mean=mean, std=std, warmup=warmup)
+        super().__init__(mean=mean, std=std, warmup=warmup, guard=guard)
         self.log_h = math.log(1.0 / expected_run)
         self.log_1mh = math.log1p(-1.0 / expected_run)
         self.prior_prec = 1.0 / (prior_sd * prior_sd)

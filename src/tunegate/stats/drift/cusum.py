@@ -39,13 +39,15 @@ class CUSUM(DriftDetector):
         mean: reference mean in raw units (None: learned, self-starting).
         std: reference standard deviation (None: learned, self-starting).
         warmup: values that only feed the running estimates at the start.
+        guard: the newest values kept out of the running estimates (see the base class).
     """
 
     def __init__(self, k: float = 0.5, h: float = 10.0, *, mean: float | None = None,
-                 std: float | None = None, warmup: int = 10) -> None:
+                 std: float | None = None, warmup: int = 10,
+                 guard: int = 0) -> None:
         if k < 0 or h <= 0:
             raise ConfigError(f"CUSUM needs k >= 0 and h > 0, got k={k}, h={h}")
-        super().__init__(mean=mean, std=std, warmup=warmup)
+        super().__init__(mean=mean, std=std, warmup=warmup, guard=guard)
         self.k = k
         self.h = h
         self._reset()

@@ -38,14 +38,16 @@ class PageHinkley(DriftDetector):
         mean: reference mean in raw units (None: learned, self-starting).
         std: reference standard deviation (None: learned, self-starting).
         warmup: values that only feed the running estimates at the start.
+        guard: the newest values kept out of the running estimates (see the base class).
     """
 
     def __init__(self, delta: float = 0.5, threshold: float = 10.0, *,
-                 mean: float | None = None, std: float | None = None, warmup: int = 10) -> None:
+                 mean: float | None = None, std: float | None = None, warmup: int = 10,
+                 guard: int = 0) -> None:
         if delta < 0 or threshold <= 0:
             raise ConfigError(
                 f"Page-Hinkley needs delta >= 0 and threshold > 0, got {delta}, {threshold}")
-        super().__init__(mean=mean, std=std, warmup=warmup)
+        super().__init__(mean=mean, std=std, warmup=warmup, guard=guard)
         self.delta = delta
         self.threshold = threshold
         self._reset()

@@ -28,6 +28,7 @@ from tunegate.tuner.handlers import (
     propose,
     recheck,
     rollback,
+    soak,
     validate,
     verify,
     verify_start,
@@ -58,5 +59,6 @@ HANDLERS: dict[State, Handler] = {
     State.KEEP: Handler(keep.handle, keep.EVENTS),
     State.ROLLBACK: Handler(rollback.handle, rollback.EVENTS),
     State.RECHECK: Handler(recheck.handle, recheck.EVENTS),
+    State.SOAK: Handler(soak.handle, soak.EVENTS),
 }
 """Every non-final state's handler."""

@@ -1,10 +1,11 @@
 """PROPOSE: the next candidate (a known remedy first, then the proposer), or the run's end.
 
 The run ends when the budget of proposals is spent, or when nothing was kept for ``patience``
-rounds (converged within budget: "near-optimal within budget", never "optimal"). Otherwise the
-next known remedy for a baseline finding is tried first, then the proposer decides from the
-search history (the ``proposer`` decider, replayable), after reading the other runs' results
-when the study is shared.
+rounds (converged within budget: "near-optimal within budget", never "optimal"); with
+``[soak]`` the recommendation is soaked first (SOAK, which then ends the run for the same
+reason). Otherwise the next known remedy for a baseline finding is tried first, then the
+proposer decides from the search history (the ``proposer`` decider, replayable), after reading
+the other runs' results when the study is shared.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tunegate.tuner.proposal_history import compact_inputs, expanded_for_call
 from tunegate.tuner.states import Event
 from tunegate.tuner.trials import learn_shared
 
-EVENTS = frozenset({Event.PROPOSED, Event.BUDGET_SPENT, Event.CONVERGED})
+EVENTS = frozenset({Event.PROPOSED, Event.BUDGET_SPENT, Event.CONVERGED, Event.SOAK})
 
 
 def _shown(value: Any) -> str:
@@ -31,11 +32,11 @@ def handle(ctx: TunerContext) -> Event:
     budget, patience = ctx.config.run.budget, ctx.config.run.patience
     if rs.trials >= budget:
         rs.reason, rs.end_reason = f"budget of {budget} proposals spent", EndReason.BUDGET_SPENT
-        return Event.BUDGET_SPENT
+        return Event.SOAK if ctx.config.soak is not None else Event.BUDGET_SPENT
     if patience and rs.rounds_since_keep >= patience:
         rs.reason = f"no improvement kept in {patience} rounds: converged within budget"
         rs.end_reason = EndReason.CONVERGED
-        return Event.CONVERGED
+        return Event.SOAK if ctx.config.soak is not None else Event.CONVERGED
     assert rs.kept is not None
     rs.candidate = _remedy(ctx) if rs.remedies else _search(ctx)
     rs.trials += 1

@@ -1,0 +1,1 @@
+"""Files that survive a crash: atomic, durable replacement (used by the soak and the tuner)."""
