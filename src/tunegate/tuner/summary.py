@@ -46,8 +46,9 @@ from tunegate.search.pareto import pareto_mask
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.integrity import chain_heads
 from tunegate.tuner.masking import scrub, secret_values
-from tunegate.tuner.outcomes import EndReason, TrialVerdict
+from tunegate.tuner.outcomes import TrialVerdict
 from tunegate.tuner.runstate import RunState
+from tunegate.tuner.soak_summary import delivered, soak_section
 
 __all__ = ["build_summary", "write_summary"]
 
@@ -208,20 +209,6 @@ def _recommendation(config: TuneConfig, rs: RunState, kept: dict[str, Any] | Non
     return out
 
 
-def _delivered(recommendation: dict[str, Any], rs: RunState) -> dict[str, Any]:
-    """``delivered``: false when the recommendation failed its soak or production mode did not
-    confirm its delivery after the soak (the params stay, for the record)."""
-    withheld = rs.end_reason is EndReason.SOAK_DEGRADED or (
-        rs.soak is not None and rs.soak.get("confirmed") in ("no", "absent"))
-    recommendation["delivered"] = recommendation["params"] is not None and not withheld
-    if withheld and rs.soak is not None:
-        why = ("failed its soak (degraded)" if rs.end_reason is EndReason.SOAK_DEGRADED
-               else "its delivery after the soak was not confirmed")
-        recommendation["wording"] = f"NOT DELIVERED: the recommendation {why}; " + \
-            recommendation["wording"]
-    return recommendation
-
-
 def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
     """The run's summary document (see the module docstring)."""
     metrics: list[tuple[str, str]] = [(config.objective.metric, config.objective.direction)]
@@ -253,7 +240,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "pareto": delivery["pareto"],
         "pareto_trials": _pareto(measured, metrics),
         "knee": delivery["knee"],
-        "recommendation": _delivered(_recommendation(config, rs, kept, gain, chosen), rs),
+        "recommendation": delivered(_recommendation(config, rs, kept, gain, chosen), rs),
         "soak": rs.soak,
         "search": delivery["search"],
         "delivery": {k: v for k, v in delivery.items() if k not in ("pareto", "points")},
@@ -281,22 +268,8 @@ def _report(summary: dict[str, Any], *, plots: bool = True) -> str:
               + (f": {objective} {change:+.1%} vs the baseline." if change is not None else "."),
               "", "```", *(f"{k} = {v!r}" for k, v in sorted((rec["params"] or {}).items())),
               "```", ""]
-    return "\n".join(lines + _soak_section(summary) + _search_section(summary, plots=plots))
+    return "\n".join(lines + soak_section(summary) + _search_section(summary, plots=plots))
 
-
-def _soak_section(summary: dict[str, Any]) -> list[str]:
-    soak = summary.get("soak")
-    if not soak:
-        return []
-    verdict = soak.get("verdict") or soak.get("status", "not judged")
-    lines = ["## Soak", "", f"Verdict: **{verdict}** over {soak['windows']} windows"
-             + (f" of {soak['window_s']:g} s" if "window_s" in soak else "")
-             + (f" ({soak['valid_windows']} valid)" if "valid_windows" in soak else "")
-             + ".", ""]
-    lines += [f"- {line}" for line in soak["evidence"]]
-    if soak.get("plot"):
-        lines += ["", f"![soak]({soak['plot']})"]
-    return [*lines, ""]
 
 
 def _shown(value: Any) -> str:

@@ -7,12 +7,13 @@ import importlib
 
 import pytest
 
-MODULES = ["atomic", "deciders", "digest", "lease", "states"]
+MODULES = ["tunegate.files.atomic", *(f"tunegate.tuner.{name}"
+                                      for name in ("deciders", "digest", "lease", "states"))]
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
-    module = importlib.import_module(f"tunegate.tuner.{name}")
+    module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
