@@ -1,7 +1,7 @@
 """``tunegate soak``: hours of steady load cut into windows, drift watched live, a verdict.
 
 Targets: ``--url`` (a server already running), ``--sim SCENARIO`` (the simulator in virtual
-time: two simulated hours take about 40 s), or ``--config FILE`` (a tuning config's server and
+time: two simulated hours take about 45 s), or ``--config FILE`` (a tuning config's server and
 workload; with ``--run-dir``, the run's kept config for the simulator, which starts in
 process). The workload options are ``bench``'s. Everything goes to ``--out DIR``: ``soak.json``
 after every window, each window's records, ``soak.png`` at the end. ``--resume DIR`` continues

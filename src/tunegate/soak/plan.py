@@ -51,7 +51,7 @@ class SoakPlan:
                 f"--window: {self.window_s:g} s is longer than --duration {self.duration_s:g} "
                 "s; a soak needs many windows (default 60 s) to tell a change from noise")
         if not 0.0 <= self.tolerance < 1.0:
-            raise ConfigError(f"tolerance: {self.tolerance:g} must lie in [0, 1) (0.05 = 5%)")
+            raise ConfigError(f"--tolerance: {self.tolerance:g} must lie in [0, 1) (0.05 = 5%)")
         if not 0.0 < self.alpha < 1.0:
             raise ConfigError(f"alpha: {self.alpha:g} must lie in (0, 1)")
 

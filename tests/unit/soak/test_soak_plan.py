@@ -57,7 +57,7 @@ def test_a_window_longer_than_the_duration_names_both_flags() -> None:
 def test_tolerance_and_alpha_outside_their_ranges_are_named(tolerance: float,
                                                             alpha: float) -> None:
     message = _refusal(duration_s=3600.0, tolerance=tolerance, alpha=alpha)
-    assert message.startswith("tolerance:" if tolerance != 0.05 else "alpha:")
+    assert message.startswith("--tolerance:" if tolerance != 0.05 else "alpha:")
 
 
 @pytest.mark.parametrize(("duration", "window", "windows"), [
