@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,28 @@ def _config(binary: Path, model: Path, port: int, threads: int) -> TuneConfig:
     })
 
 
+def _bench_every_request(url: str, workload: dict[str, Any]) -> Any:
+    """A bench of ``workload`` in which every request completed.
+
+    llama-server 0.3.36 (cpp-httplib) closes the connection after a streamed reply without
+    saying so; a request sent on that dead keep-alive connection fails before any response
+    byte (see test_llamacpp_server.py). Such a loss, and only such a loss, is retried (twice
+    at most); anything else fails the test.
+    """
+    for _ in range(3):
+        result = bench(BenchOptions(target=TargetOptions(url=url),
+                                    workload=WorkloadConfig.model_validate(workload)))
+        lost = [r for r in result.records if not r.outcome.is_success]
+        for record in lost:
+            assert record.http_status is None and record.t_first_ns is None, record.error
+            assert ("Disconnected" in (record.error or "")
+                    or "write request" in (record.error or "")), record.error
+        if not lost:
+            assert result.summary["completed"] == workload["num_requests"]
+            return result
+    raise AssertionError("three benches in a row lost a request to a dead keep-alive connection")
+
+
 def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -> None:
     binary = find_llama_server()
     if binary is None:
@@ -89,9 +112,7 @@ def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -
 
         # bench + validate the server the tuner left running (the kept config)
         url = f"http://127.0.0.1:{config.server.port}"
-        result = bench(BenchOptions(target=TargetOptions(url=url),
-                                    workload=WorkloadConfig.model_validate(WORKLOAD)))
-        assert result.summary["completed"] == 16
+        result = _bench_every_request(url, WORKLOAD)
         write_json(tmp_path / "bench.json", result.to_json(save_detailed=True))
         validate = subprocess.run([sys.executable, "-m", "tunegate", "validate",
                                    str(tmp_path / "bench.json")], check=False,
@@ -107,9 +128,7 @@ def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -
                                            budget=120)
         assert outcome.status is RestartStatus.ROLLED_BACK
         assert outcome.running_config == kept_config
-        after = bench(BenchOptions(target=TargetOptions(url=url),
-                                   workload=WorkloadConfig.model_validate(
-                                       {**WORKLOAD, "num_requests": 4})))
+        after = _bench_every_request(url, {**WORKLOAD, "num_requests": 4})
         assert after.summary["completed"] == 4
     finally:
         tuner.ctx.engine.stop()
