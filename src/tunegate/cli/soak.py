@@ -338,7 +338,10 @@ def run(argv: Sequence[str]) -> int:
     if not args.no_plot and result.document.get("windows"):
         from tunegate.soak.plot import plot_soak
 
-        plot = plot_soak(result.document, out / "soak.png")
+        try:
+            plot = plot_soak(result.document, out / "soak.png")
+        except ConfigError as exc:  # nothing to draw: the soak's result stands, say why
+            print(f"soak.png not written: {exc}", file=sys.stderr)
     if args.json:
         json.dump(result.document, sys.stdout, indent=2)
         sys.stdout.write("\n")
