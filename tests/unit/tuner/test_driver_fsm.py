@@ -39,11 +39,10 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
+import importlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -77,21 +76,7 @@ from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import TRANSITIONS, Event, State
 from tunegate.tuner.summary import _points as summary_points
 
-
-def _load_world() -> Any:
-    """The scripted world, beside this file (tests are imported by path, not as a package)."""
-    name = "tunegate_tests_scripted_engine"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("scripted_engine.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_world = _load_world()
+_world: Any = importlib.import_module("tunegate_tests_scripted_engine")  # conftest.py
 BASE_LEVEL: float = _world.BASE_LEVEL
 FACTOR: dict[str, float] = _world.FACTOR
 World = _world.World

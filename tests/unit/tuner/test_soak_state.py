@@ -33,10 +33,9 @@ What is specified here:
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,22 +55,7 @@ from tunegate.tuner.outcomes import EndReason
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
 
-
-def _load_world() -> Any:
-    """The scripted world, beside this file, under the name ``test_driver_fsm.py`` gives it
-    (tests are imported by path, not as a package)."""
-    name = "tunegate_tests_scripted_engine"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("scripted_engine.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_world = _load_world()
+_world: Any = importlib.import_module("tunegate_tests_scripted_engine")  # conftest.py
 World = _world.World
 WatchedTuner = _world.WatchedTuner
 key: Callable[[Any], str] = _world.key
