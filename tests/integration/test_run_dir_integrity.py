@@ -197,7 +197,7 @@ def test_a_config_read_back_from_the_journal_takes_secrets_from_the_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The journal holds the config masked; ``--resume`` and ``rollback`` rebuild it from
     there, so the engine's secrets come from the caller's environment, or the run stops."""
-    from tunegate.cli.tune import _config_from_journal
+    from tunegate.cli.tune import config_from_journal
     from tunegate.errors import ConfigError
     from tunegate.tuner.config import TuneConfig
     from tunegate.tuner.driver import Tuner
@@ -206,7 +206,7 @@ def test_a_config_read_back_from_the_journal_takes_secrets_from_the_environment(
     config = TuneConfig.model_validate({**_toml(), "run": {"budget": 1, "seed": 3},
                                         "report": {"plots": False}})
     Tuner(config, tmp_path / "run").run()
-    recorded = _config_from_journal(tmp_path / "run")
+    recorded = config_from_journal(tmp_path / "run")
     assert recorded.server.env["HF_TOKEN"] == "***"
     monkeypatch.delenv("HF_TOKEN", raising=False)
     with pytest.raises(ConfigError, match="export HF_TOKEN="):

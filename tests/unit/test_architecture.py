@@ -1,8 +1,8 @@
 """Imports flow downstream only: a stage never imports a later one.
 
-files -> workload -> loadgen -> metrics -> gauge -> stats -> search -> servers -> soak -> tuner ->
-results -> api -> cli. Nothing imports ``report`` or ``cli`` (but ``__main__``); ``testing`` is
-for tests.
+files -> workload -> loadgen -> metrics -> gauge -> stats -> search -> servers -> soak ->
+attribution -> tuner -> results -> api -> cli. Nothing imports ``report`` or ``cli`` (but
+``__main__``); ``testing`` is for tests.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tunegate
 
 PACKAGE = Path(tunegate.__file__).parent
 ORDER = ["errors", "files", "workload", "loadgen", "metrics", "gauge", "stats", "search", "servers",
-         "soak", "tuner", "results", "api", "cli", "report"]
+         "soak", "attribution", "tuner", "results", "api", "cli", "report"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 RANK["testing"] = RANK["loadgen"]  # hand-built records: built on loadgen, used by tests only
 

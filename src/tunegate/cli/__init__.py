@@ -33,6 +33,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("tunegate.cli.validate", "check a report (ours, vLLM, SGLang, AIPerf, GuideLLM)"),
     "soak": ("tunegate.cli.soak", "hours of load with drift watched live, and a verdict"),
     "tune": ("tunegate.cli.tune", "tune a server as a state machine with failure paths"),
+    "attribute": ("tunegate.cli.attribute", "which change of a tuning result did what (on/off "
+                  "control experiment)"),
     "replay": ("tunegate.cli.replay", "re-derive a tuning run's decisions; non-zero on mismatch"),
     "manual": ("tunegate.cli.manual", "the traffic-light table: what may be changed, and why"),
     "restart": ("tunegate.cli.restart", "start a config, verify it, roll back on failure"),

@@ -111,7 +111,7 @@ def run_rollback(argv: Sequence[str]) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--dry-run", action="store_true", help="show the target only")
     args = parser.parse_args(list(argv))
-    from tunegate.cli.tune import _config_from_journal
+    from tunegate.cli.tune import config_from_journal
 
     kept = _kept(args.run_dir)
     console.print(f"rollback target: trial {kept['trial']}, kept by decision {kept['decision']}")
@@ -119,7 +119,7 @@ def run_rollback(argv: Sequence[str]) -> int:
         console.print(f"  {name} = {value!r}")
     if args.dry_run:
         return 0
-    ctx = _context(_config_from_journal(args.run_dir), args.run_dir)
+    ctx = _context(config_from_journal(args.run_dir), args.run_dir)
     started = ctx.engine.start(ctx.server_config(kept["params"]), args.run_dir / "logs",
                                budget=ctx.config.server.startup_budget_s)
     for step in started.report.steps:

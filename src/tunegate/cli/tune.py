@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
@@ -28,7 +29,10 @@ from tunegate.cli.console import console
 from tunegate.errors import ConfigError, UsageError
 from tunegate.tuner.outcomes import EndReason
 
-__all__ = ["run"]
+if TYPE_CHECKING:
+    from tunegate.tuner.config import TuneConfig
+
+__all__ = ["config_from_journal", "run"]
 
 EXIT_BY_REASON: dict[EndReason, int] = {
     EndReason.BUDGET_SPENT: 0, EndReason.CONVERGED: 0,
@@ -55,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _config_from_journal(run_dir: Path):  # type: ignore[no-untyped-def]
+def config_from_journal(run_dir: Path, *, option: str = "--resume") -> TuneConfig:
+    """The config a run recorded first in its journal (``option`` names the argument in
+    messages)."""
     import pydantic
 
     from tunegate.tuner.config import TuneConfig
@@ -64,17 +70,17 @@ def _config_from_journal(run_dir: Path):  # type: ignore[no-untyped-def]
 
     path = run_dir / "journal.jsonl"
     if not path.is_file():
-        raise UsageError(f"--resume {run_dir}: no journal.jsonl there; is it a run directory?")
+        raise UsageError(f"{option} {run_dir}: no journal.jsonl there; is it a run directory?")
     records = read_journal(path).records
     first = next((r for r in records if r.type == "config"), None)
     if first is None:
-        raise UsageError(f"--resume {run_dir}: the run was stopped before it recorded its "
+        raise UsageError(f"{option} {run_dir}: the run was stopped before it recorded its "
                          f"config; start it again with --config FILE --run-dir {run_dir}")
     try:
         return TuneConfig.model_validate(first.data)
     except pydantic.ValidationError as exc:  # an older tunegate's run, or an edited journal
         raise ConfigError(format_validation_error(
-            exc, source=f"--resume {run_dir}: the run's config in journal.jsonl")) from None
+            exc, source=f"{option} {run_dir}: the run's config in journal.jsonl")) from None
 
 
 def _with_budget(config, budget: int):  # type: ignore[no-untyped-def]
@@ -141,7 +147,7 @@ def run(argv: Sequence[str]) -> int:
             raise UsageError("--resume RUN_DIR takes the config from the run; drop --config "
                              "and --run-dir")
         run_dir = args.resume
-        config = _config_from_journal(run_dir)
+        config = config_from_journal(run_dir)
     else:
         config = load_config(args.config) if args.config else default_config()
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -17,6 +17,9 @@ Sections (see the README for full examples)::
     [report]     plots (write pareto.png and study.db at the end)
     [soak]       duration_s (or duration), window_s (or window, default 60), tolerance:
                  soak the recommendation before the run ends (the SOAK state)
+    [attribution] metrics (reported beside the objective and guardrails), repeats ("auto" =
+                 power analysis), max_repeats, max_factorial: measure which change did what
+                 once the search is over (the ATTRIBUTE state; ``tunegate attribute`` later)
 
 Beyond each field's type, loading refuses what would only fail later, or never end: a metric
 name no repeat can hold (:mod:`tunegate.tuner.metric_names`), a budget or repeat count outside
@@ -91,6 +94,14 @@ def _repeats(value: int) -> int:
                          "to detect a 1% change under 5% noise (tunegate stats power --sigma "
                          "0.05 --effect 0.01 --method t); more only adds hours of benchmarking")
     return value
+
+
+def _repeats_or_auto(value: int | Literal["auto"]) -> int | Literal["auto"]:
+    return value if value == "auto" else _repeats(value)
+
+
+RepeatsOrAuto = Annotated[int | Literal["auto"], AfterValidator(_repeats_or_auto)]
+"""A repeat count, or ``"auto"``: power analysis decides."""
 
 
 def _metric(name: str) -> str:
@@ -180,7 +191,7 @@ class MetricSection(Strict):
 
 
 class GateSection(Strict):
-    repeats: int | Literal["auto"] = "auto"
+    repeats: RepeatsOrAuto = "auto"
     initial_repeats: Annotated[int, AfterValidator(_repeats)] = Field(
         default=3, description="baseline repeats before sigma")
     max_repeats: Annotated[int, AfterValidator(_repeats)] = 10
@@ -193,11 +204,6 @@ class GateSection(Strict):
     sequential: bool = Field(default=True, description="look after every repeat and stop as "
                              "soon as the always-valid gate decides (false: the planned "
                              "repeats, then Welch's test)")
-
-    @field_validator("repeats")
-    @classmethod
-    def _fixed_repeats(cls, repeats: int | Literal["auto"]) -> int | Literal["auto"]:
-        return repeats if repeats == "auto" else _repeats(repeats)
 
 
 class ReportSection(Strict):
@@ -225,6 +231,20 @@ class SoakSection(Strict):
         return self
 
 
+class AttributionSection(Strict):
+    """The ATTRIBUTE state: the on/off control experiment behind the kept config."""
+
+    metrics: list[Annotated[str, AfterValidator(_metric)]] = Field(
+        default_factory=lambda: ["mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms"],
+        description="metrics reported beside the objective and the guardrails")
+    repeats: RepeatsOrAuto = Field(default="auto", description="repeats per config (auto: "
+                                   "power analysis for the gate's threshold)")
+    max_repeats: Annotated[int, AfterValidator(_repeats)] = 10
+    max_factorial: int = Field(default=4, ge=1, le=5, description="engine changes up to which "
+                               "every combination is measured (2^k configs); more: one at a "
+                               "time")
+
+
 class TuneConfig(Strict):
     """A whole tuning run's configuration (see the module docstring)."""
 
@@ -243,6 +263,7 @@ class TuneConfig(Strict):
     search: SearchSection = SearchSection()
     report: ReportSection = ReportSection()
     soak: SoakSection | None = None
+    attribution: AttributionSection | None = None
 
     @field_validator("space")
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 from tunegate.servers.adapters import ServerConfig
 from tunegate.servers.engine import BenchSettings, Engine
-from tunegate.servers.lifecycle import RestartOutcome
+from tunegate.servers.lifecycle import RestartOutcome, RestartStatus
 from tunegate.stats import gate as stats_gate
 from tunegate.stats.decision import MetricSpec
 from tunegate.tuner import deciders
@@ -207,20 +207,25 @@ class TunerContext:
         return BenchSettings(bench.stream, bench.endpoint, bench.ignore_eos,
                              bench.request_timeout_s)
 
-    def measure_once(self, role: str, params: Mapping[str, Any],
-                     trial: int | None) -> Measurement:
-        """One validated repeat of what runs now, journalled before anyone reads it."""
+    def measure_once(self, role: str, params: Mapping[str, Any], trial: int | None, *,
+                     settings: BenchSettings | None = None,
+                     extra: Mapping[str, Any] | None = None) -> Measurement:
+        """One validated repeat of what runs now, journalled before anyone reads it.
+
+        ``settings``: the benchmark settings when not the run's own (the attribution measures
+        the gauge as first configured); ``extra``: more fields for the journal record.
+        """
         index = self.rs.measurements
         name = f"m{index:04d}-{role}" + (f"-t{trial:03d}" if trial is not None else "")
         result = measure(self.engine, self.server_config(params), self.workload,
-                         self.bench_settings(),
+                         settings or self.bench_settings(),
                          run_dir=self.run_dir, name=name, repeat=index)
         record = {"index": index, "name": name, "role": role, "trial": trial,
                   "valid": result.valid, "findings": result.validation.codes(),
                   "errors": [f.code for f in result.validation.findings
                              if f.severity.value == "error"],
                   "values": {metric: result.metric(metric) for metric in self.recorded},
-                  **result.to_json()}
+                  **result.to_json(), **(extra or {})}
         assert self.journal is not None
         self.journal.append("measurement", record)
         self.rs.absorb(record)
@@ -260,7 +265,15 @@ class TunerContext:
         return outcome
 
     def restore_kept(self) -> bool:
-        """Restart the kept config (itself the fallback); whether it came back."""
+        """Restart the kept config (itself the fallback); whether it came back, at its first
+        start or as the fallback. Why not is in :attr:`start_failure`."""
         kept = self.rs.kept
         assert kept is not None
-        return self.restart(kept).ok
+        outcome = self.restart(kept)
+        if outcome.status in (RestartStatus.STARTED, RestartStatus.ROLLED_BACK):
+            return True
+        record = outcome.to_dict()
+        self.start_failure = restart_failure(record) + (
+            f"; its second start: {failed_steps(record['rollback_report'])}"
+            if record["rollback_report"] else "")
+        return False

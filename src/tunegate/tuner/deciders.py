@@ -19,6 +19,9 @@ Components (the replay registry, name -> version, function):
 * ``keep_or_rollback``: what the verdict means for the running config.
 * ``soak_verdict``: stable / drifting / degraded, from the soak's window rows
   (:func:`tunegate.soak.judge.judge_soak`).
+* ``attribution_repeats``: repeats per config of the attribution's control experiment.
+* ``attribution``: which change did what, from every cell's repeats
+  (:func:`tunegate.attribution.analyse`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from tunegate.attribution import analyse
+from tunegate.errors import ConfigError
 from tunegate.search.fidelity import AsyncHalving
 from tunegate.search.objectives import Objective, OutcomeConstraint, parse_outcome_constraint
 from tunegate.search.proposer import BaseProposer
@@ -34,15 +39,28 @@ from tunegate.search.selection import select_proposer, selection
 from tunegate.search.space import Light, SearchSpace
 from tunegate.soak.judge import judge_soak, series_from_dicts
 from tunegate.stats import gate as stats_gate
-from tunegate.stats.power import gate_sample_size
+from tunegate.stats.power import gate_sample_size, sample_size_t
 from tunegate.stats.threshold import ThresholdPolicy
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.decisions import Decider
 from tunegate.tuner.proposal_history import ProposerSession, replay_history
 
-__all__ = ["PROPOSER_VERSION", "REGISTRY", "REMEDIES", "Proposer", "build_proposer",
-           "config_proposer", "config_selection", "early_stop", "propose", "replay_history",
-           "search_goals", "slo_guard", "soak_verdict"]
+__all__ = [
+    "PROPOSER_VERSION",
+    "REGISTRY",
+    "REMEDIES",
+    "Proposer",
+    "attribution_repeats",
+    "build_proposer",
+    "config_proposer",
+    "config_selection",
+    "early_stop",
+    "propose",
+    "replay_history",
+    "search_goals",
+    "slo_guard",
+    "soak_verdict",
+]
 
 PROPOSER_VERSION = "select_proposer/2"
 """Version of the ``proposer`` component. ``/2``: the budget chooses the strategy and ``tell``
@@ -316,6 +334,37 @@ def soak_verdict(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     return verdict.to_dict()
 
 
+def attribution_repeats(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """Repeats per config of the attribution: enough to see an effect the size of the gate's
+    threshold between two configs with ``power``, capped at ``max_repeats``, and even, so the
+    interleaved order cancels a linear drift exactly. Inputs: ``sigma`` (the objective's
+    relative noise, from the run's baseline), ``multiplier``, ``floor``, ``alpha``, ``power``,
+    ``max_repeats``, ``fixed`` (``[attribution] repeats`` when set).
+    """
+    if inputs["fixed"] is not None:
+        n, reason = int(inputs["fixed"]), "configured"
+    else:
+        sigma = max(float(inputs["sigma"]), 1e-4)
+        threshold = ThresholdPolicy(inputs["multiplier"], inputs["floor"]).threshold(sigma)
+        try:
+            n = sample_size_t(sigma, threshold.value, inputs["alpha"], inputs["power"])
+            reason = (f"power analysis: sigma {sigma:.2%}, threshold {threshold.value:.1%}, "
+                      f"power {inputs['power']:.0%}")
+        except ConfigError:
+            n, reason = int(inputs["max_repeats"]), "power analysis: more than the cap"
+        if n > int(inputs["max_repeats"]):
+            n, reason = int(inputs["max_repeats"]), reason + f"; capped at {n}"
+    even = max(2, n + n % 2)
+    if even != n:
+        reason += f"; {even} (an even number of rounds cancels a linear drift)"
+    return {"n": even, "reason": reason}
+
+
+def attribution(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """Which change did what (:func:`tunegate.attribution.analyse`)."""
+    return analyse(inputs)
+
+
 REGISTRY: dict[str, tuple[str, Decider]] = {
     "must_change": ("1", must_change),
     "remedies": ("1", remedies),
@@ -326,6 +375,8 @@ REGISTRY: dict[str, tuple[str, Decider]] = {
     "slo_guard": ("1", slo_guard),
     "keep_or_rollback": ("1", keep_or_rollback),
     "soak_verdict": ("1", soak_verdict),
+    "attribution_repeats": ("1", attribution_repeats),
+    "attribution": ("1", attribution),
 }
 """Component name -> (version, deciding function): what replay re-runs. A run or a replay uses
 it through :func:`tunegate.tuner.decisions.for_log`, which gives the ``proposer`` a session of

@@ -96,6 +96,7 @@ class DecisionKind(StrEnum):
     ABNORMAL = "abnormal"
     STOP = "stop"
     SOAK = "soak"
+    ATTRIBUTION = "attribution"
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,8 @@ def chain_heads(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _check_vouched_file(run_dir: Path, name: str, replay: Replay) -> list[str]:
-    """``name`` against the newest journal ``file`` record for it (``kept.json``)."""
+    """``name`` against the newest journal ``file`` record for it (``kept.json``,
+    ``attribution.json``)."""
     index = _latest_file_record(replay.records, name)
     path = run_dir / name
     actual = _sha256(path)
@@ -222,9 +223,11 @@ def verify_run(run_dir: Path) -> RunCheck:
                               f"{len(decisions.records)} records: the journal was emptied")
     measured, check.files = _check_measurements(run_dir, journal)
     check.problems += measured
-    kept = _check_vouched_file(run_dir, KEPT, journal)
-    check.files += (run_dir / KEPT).exists()
-    check.problems += kept
+    vouched = {KEPT} | {str(r.data.get("file")) for r in journal.records
+                        if r.type == FILE_RECORD}  # kept.json, attribution.json...
+    for name in sorted(vouched):
+        check.problems += _check_vouched_file(run_dir, name, journal)
+        check.files += (run_dir / name).exists()
     check.problems += _check_summary(run_dir, audits)
     return check
 

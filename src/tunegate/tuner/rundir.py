@@ -3,9 +3,9 @@
 :func:`hold_service` takes the one-run-per-service lease and only then opens the journal and the
 decision log (every append is fenced by the lease), so a run refused the service writes
 nothing. A resumed run starts from the journal's last transition snapshot, folds in the
-measurements and ``learn`` reads journalled after it (:meth:`RunState.absorb`), restores the
-engine's snapshot (the virtual clock, or stopping the server a ``kill -9`` orphaned) and starts
-the config the resumed state expects to be serving.
+measurements, ``learn`` reads and a finished attribution journalled after it
+(:meth:`RunState.absorb`), restores the engine's snapshot (the virtual clock, or stopping the
+server a ``kill -9`` orphaned) and starts the config the resumed state expects to be serving.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from tunegate.tuner.lease import Lease
 from tunegate.tuner.masking import recorded_config
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
+
+ATTRIBUTION_RECORD = "attribution"
+"""The journal record of a finished attribution (``tunegate.tuner.attribute``)."""
 
 __all__ = ["LEASE_TTL_S", "SERVING_CANDIDATE", "expected_serving", "hold_service"]
 
@@ -72,14 +75,19 @@ def _open(ctx: TunerContext, resume: bool) -> None:
     last: dict[str, Any] | None = None
     after: list[dict[str, Any]] = []
     learnt: list[dict[str, Any]] = []
+    attributed: dict[str, Any] | None = None
     for record in ctx.journal.records:
         if record.type == "transition":
-            last, after, learnt = record.data["state"], [], []
+            last, after, learnt, attributed = record.data["state"], [], [], None
         elif record.type == "measurement":
             after.append(record.data)
         elif record.type == "learn":
             learnt.append(record.data)
+        elif record.type == ATTRIBUTION_RECORD:  # ``tunegate attribute`` after the run ended
+            attributed = record.data
     rs = ctx.rs = fresh if last is None else RunState.from_json(last)  # crashed before LEASE
+    if attributed is not None:
+        rs.attribution = attributed
     if not rs.run_id:
         rs.run_id = fresh.run_id
     for measurement in after:

@@ -69,6 +69,8 @@ class RunState:
             ones, so a crash in BASELINE resumes where it was.
         reason: Why the run ended (final states), in words.
         end_reason: The same, typed (the CLI's exit code).
+        attribution: The ATTRIBUTE state's (or ``tunegate attribute``'s) summary once it
+            ended: the verdict per change, the directory of ``attribution.json``.
         soak: The SOAK state's outcome (verdict, evidence, windows, directory) once it ended.
         run_id: This run's name in a shared study (``[search] study``): drawn once when the
             run starts, kept across resumes, so its own results are never read back as
@@ -114,6 +116,7 @@ class RunState:
     reason: str = ""
     end_reason: EndReason | None = None
     soak: dict[str, Any] | None = None
+    attribution: dict[str, Any] | None = None
     run_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +149,8 @@ class RunState:
         role = measurement["role"]
         if role == "preflight":
             self.preflight = measurement
+        elif role == "attribution":
+            return  # the attribution reads its repeats from the journal, by cell and round
         elif role == "baseline":
             self.baseline_findings = list(measurement["findings"])
             if not measurement["valid"]:

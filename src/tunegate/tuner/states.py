@@ -10,7 +10,8 @@ into a state nobody designed. In short::
     VERIFY -> MEASURE  (the gate cannot tell yet: one more repeat)
     VERIFY -> ROLLBACK (early stop: clearly worse after its first repeat)
     RECHECK -> BASELINE (the kept config drifted: re-baseline before any further gate)
-    PROPOSE -> SOAK -> CONVERGED | BUDGET_EXHAUSTED  (``[soak]``: the recommendation soaked)
+    PROPOSE -> ATTRIBUTE -> (SOAK ->) CONVERGED | BUDGET_EXHAUSTED  (``[attribution]``: which
+               change did what; ``[soak]``: the recommendation soaked)
 
 New compared with "change one thing and run it once": APPLY keeps the last *kept* config as
 the rollback target; a failed start rolls back automatically, and after two consecutive failed
@@ -63,6 +64,9 @@ class State(StrEnum):
     RECHECK = "recheck"
     """Measure the kept config (it serves now): complete its arm to the planned repeats, and
     every ``recheck_every`` trials test it for drift."""
+    ATTRIBUTE = "attribute"
+    """The search is over: the on/off control experiment says which change of the kept config
+    did what (``[attribution]`` only); the kept config serves again afterwards."""
     SOAK = "soak"
     """The search is over: hours of load on the recommendation, drift watched, a verdict
     (``[soak]`` only); a ``degraded`` verdict withholds the recommendation."""
@@ -121,7 +125,11 @@ class Event(StrEnum):
     DRIFT = "drift"
     """RECHECK: the kept config moved: re-baseline before any further gate."""
     SOAK = "soak"
-    """PROPOSE: the search is over and ``[soak]`` is set: soak the recommendation first."""
+    """PROPOSE or ATTRIBUTE: the search is over and ``[soak]`` is set: soak the recommendation
+    first."""
+    ATTRIBUTE = "attribute"
+    """PROPOSE: the search is over and ``[attribution]`` is set: attribute the kept config's
+    changes first."""
     ROLLBACK_FAILED = "rollback_failed"
     ABORT = "abort"
     """Stop where we are: Ctrl-C or a lost lease (any state, raised by the loop), or a
@@ -140,6 +148,11 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.PROPOSE, Event.BUDGET_SPENT): State.BUDGET_EXHAUSTED,
     (State.PROPOSE, Event.CONVERGED): State.CONVERGED,
     (State.PROPOSE, Event.SOAK): State.SOAK,
+    (State.PROPOSE, Event.ATTRIBUTE): State.ATTRIBUTE,
+    (State.ATTRIBUTE, Event.SOAK): State.SOAK,
+    (State.ATTRIBUTE, Event.BUDGET_SPENT): State.BUDGET_EXHAUSTED,  # as the search would have
+    (State.ATTRIBUTE, Event.CONVERGED): State.CONVERGED,
+    (State.ATTRIBUTE, Event.ROLLBACK_FAILED): State.ENVIRONMENT_ABNORMAL,  # kept did not return
     (State.APPLY, Event.OK): State.VERIFY_START,
     (State.APPLY, Event.NOT_CONFIRMED): State.PROPOSE,
     (State.APPLY, Event.NO_CONFIRMATION): State.ABORTED,

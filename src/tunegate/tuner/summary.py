@@ -17,7 +17,9 @@ one repeat is a cheaper fidelity than the full repeats the front compares;
 ``search.early_stopping`` lists them.
 Wording: "near-optimal within budget", never "optimal".
 
-With ``[soak]``, ``soak`` holds the SOAK state's verdict, evidence and windows, and the report
+With ``[attribution]`` (or after ``tunegate attribute``), ``attribution`` holds each change's
+verdict and the report gets an Attribution section (:mod:`.attribution_report`). With
+``[soak]``, ``soak`` holds the SOAK state's verdict, evidence and windows, and the report
 gets a Soak section; ``recommendation.delivered`` is false when the soak said ``degraded`` or
 production mode did not confirm the delivery after it (the params stay, for the record).
 
@@ -43,6 +45,7 @@ from tunegate.files.atomic import atomic_write_bytes, atomic_write_json, atomic_
 from tunegate.search.delivery import WORDING, deliver
 from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstraint
 from tunegate.search.pareto import pareto_mask
+from tunegate.tuner.attribution_report import attribution_section
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.integrity import chain_heads
 from tunegate.tuner.masking import scrub, secret_values
@@ -242,6 +245,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "knee": delivery["knee"],
         "recommendation": delivered(_recommendation(config, rs, kept, gain, chosen), rs),
         "soak": rs.soak,
+        "attribution": rs.attribution,
         "search": delivery["search"],
         "delivery": {k: v for k, v in delivery.items() if k not in ("pareto", "points")},
         "hypervolume_per_round": delivery["hypervolume_per_round"],
@@ -268,7 +272,8 @@ def _report(summary: dict[str, Any], *, plots: bool = True) -> str:
               + (f": {objective} {change:+.1%} vs the baseline." if change is not None else "."),
               "", "```", *(f"{k} = {v!r}" for k, v in sorted((rec["params"] or {}).items())),
               "```", ""]
-    return "\n".join(lines + soak_section(summary) + _search_section(summary, plots=plots))
+    return "\n".join(lines + attribution_section(summary) + soak_section(summary)
+                     + _search_section(summary, plots=plots))
 
 
 

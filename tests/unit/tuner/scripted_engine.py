@@ -15,7 +15,9 @@ request at a time whose output throughput is the level the world chose, a script
 failed requests out of four for "invalid" data (the gauge's ``error_rate``), one JSON body per
 request when the benchmark does not stream (``ttft_equals_e2el``), and a first token that waits
 for most of the request when prefill is scripted slow (``prefill_slower_than_decode``). An
-"error" is a :class:`~tunegate.errors.ServerError` raised by the repeat.
+"error" is a :class:`~tunegate.errors.ServerError` raised by the repeat. A config's level (and
+whether it starts at all) may also be a function of its parameters, for the attribution's
+on/off experiment, where the same changes are measured in many combinations.
 
 The world also checks what only it can see: a start after two consecutive failed starts, two
 servers at once, a measurement attributed to a config that does not run, a production change
@@ -175,6 +177,12 @@ class World:
     """TTFT (ms) of every request of a candidate by trial; every other config: ``TTFT_MS``."""
     slow_prefill: Callable[[Mapping[str, Any]], bool] = lambda params: False
     """Which configs make every request's first token wait (the gauge's prefill check)."""
+    fails_to_start: Callable[[Mapping[str, Any]], bool] = lambda params: False
+    """Configs whose every start fails, whatever ``starts_plan`` says (a broken combination
+    of parameters: the plan is not consumed)."""
+    level_of: Callable[[Mapping[str, Any]], float | None] = lambda params: None
+    """A config's level from its parameters (``None``: the plans decide): a world whose
+    changes have known effects, each the same whichever configs were measured before."""
     interrupt: bool = False
     """The next call into the world (a start, a repeat, a question, a line said) is Ctrl-C."""
     fault: Callable[[str], None] | None = None
@@ -220,7 +228,8 @@ class World:
         if attempt and self.consecutive_failed >= 2:
             self.violations.append(f"a start after two consecutive failed starts: {params}")
         self._check_confirmed(params)
-        outcome = self.starts_plan.pop(0) if self.starts_plan else "ok"
+        outcome = "fail" if self.fails_to_start(params) else (
+            self.starts_plan.pop(0) if self.starts_plan else "ok")
         if self.running is not None and self.running.alive:
             self.violations.append(f"start of {params} while {self.running.params} still runs")
         self.starts.append((self.phase, params, outcome == "ok"))
@@ -313,6 +322,10 @@ class World:
         found = self.levels.get(key(params))
         if found is not None:
             return found
+        scripted = self.level_of(params)
+        if scripted is not None:
+            self.levels[key(params)] = scripted
+            return scripted
         rs = self.tuner.rs if self.tuner is not None else None
         candidate = rs.candidate if rs is not None else None
         if candidate is not None and candidate.trial in self.trial_levels \

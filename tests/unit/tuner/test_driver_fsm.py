@@ -613,16 +613,25 @@ EDGE_TESTS: dict[str, tuple[str, ...]] = {
         "rollback/rollback_failed",),
     "test_ctrl_c_in_any_state_aborts_with_the_kept_config_serving": tuple(
         f"{state.value}/abort" for state in State
-        if not state.is_final and state is not State.SOAK),
+        if not state.is_final and state not in (State.SOAK, State.ATTRIBUTE)),
     # SOAK runs only with [soak]: its edges are taken by the regressions of test_soak_state.py
     "test_with_soak_propose_goes_through_soak_to_budget_exhausted": (
         "propose/soak", "soak/budget_spent"),
     "test_with_soak_and_patience_the_run_still_ends_converged": ("soak/converged",),
     "test_ctrl_c_during_the_soak_aborts_and_keeps_the_finished_windows": ("soak/abort",),
+    # ATTRIBUTE runs only with [attribution]: test_attribute_state.py takes its edges
+    "test_with_attribution_propose_goes_through_attribute_to_budget_exhausted": (
+        "propose/attribute", "attribute/budget_spent"),
+    "test_with_attribution_and_patience_the_run_still_ends_converged": ("attribute/converged",),
+    "test_with_attribution_and_soak_the_recommendation_is_soaked_after_it": ("attribute/soak",),
+    "test_the_kept_config_not_coming_back_after_the_experiment_is_abnormal": (
+        "attribute/rollback_failed",),
+    "test_ctrl_c_during_the_attribution_aborts_and_keeps_its_measurements": (
+        "attribute/abort",),
 }
-"""Each regression below (or in ``test_soak_state.py``, beside this file) and the edges it
-asserts it took: together, the whole table (a denied lease writes no journal: that test asserts
-the run state instead)."""
+"""Each regression below (or in ``test_soak_state.py`` or ``test_attribute_state.py``, beside
+this file) and the edges it asserts it took: together, the whole table (a denied lease writes no
+journal: that test asserts the run state instead)."""
 
 _EVERY_MACHINE = (
     "lease/ok", "baseline/ok", "propose/proposed", "propose/budget_spent", "apply/ok",
@@ -641,19 +650,26 @@ edit to a rule moves which rare paths the examples find. The regressions of
 :data:`EDGE_TESTS` take every edge of the table whatever the machines find."""
 
 
-def _soak_state_tests() -> set[str]:
-    """The test functions of ``test_soak_state.py`` (read, not imported: its fixtures are its
-    own)."""
-    tree = ast.parse(Path(__file__).with_name("test_soak_state.py").read_text())
-    return {node.name for node in tree.body
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+STATE_TEST_FILES = ("test_soak_state.py", "test_attribute_state.py")
+"""The files beside this one whose regressions take the edges of the optional states."""
+
+
+def _state_tests() -> set[str]:
+    """The test functions of :data:`STATE_TEST_FILES` (read, not imported: their fixtures are
+    their own)."""
+    names: set[str] = set()
+    for name in STATE_TEST_FILES:
+        tree = ast.parse(Path(__file__).with_name(name).read_text())
+        names |= {node.name for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    return names
 
 
 def test_every_table_edge_is_taken_by_a_regression() -> None:
     claimed = [edge for pairs in EDGE_TESTS.values() for edge in edge_set(*pairs)]
     assert set(TRANSITIONS) == set(claimed)
     here = {name for name in globals() if name.startswith("test_")}
-    assert set(EDGE_TESTS) <= here | _soak_state_tests()
+    assert set(EDGE_TESTS) <= here | _state_tests()
 
 
 def test_tuner_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,10 +75,12 @@ def test_a_failed_start_always_rolls_back_before_the_run_can_end_abnormal() -> N
             next_state(state, Event.SECOND_START_FAILED)
         assert State.ENVIRONMENT_ABNORMAL not in {
             t for (s, _), t in TRANSITIONS.items() if s is state}
-    # Only ROLLBACK (the kept config is serving again) and BASELINE (no candidate runs) end
-    # the run abnormal.
+    # Only ROLLBACK (the kept config is serving again), BASELINE (no candidate runs) and
+    # ATTRIBUTE (its restart of the kept config after the experiment is a rollback that failed)
+    # end the run abnormal.
     assert {s for (s, _), t in TRANSITIONS.items() if t is State.ENVIRONMENT_ABNORMAL} == {
-        State.ROLLBACK, State.BASELINE}
+        State.ROLLBACK, State.BASELINE, State.ATTRIBUTE}
+    assert next_state(State.ATTRIBUTE, Event.ROLLBACK_FAILED) is State.ENVIRONMENT_ABNORMAL
 
 
 def test_drift_is_found_by_measuring_the_kept_config_and_re_baselines() -> None:

@@ -122,6 +122,15 @@ class EngineConfig:
         value = self.env.get(name)
         return 1.0 if value is None else ENV_EFFECTS.get(name, {}).get(value, 1.0)
 
+    def env_on(self, name: str) -> bool:
+        """Whether environment variable ``name`` is set to a true word (1, true, yes, on).
+
+        A switch variable may arrive as ``"1"`` (a tuner's bool parameter, rendered by the
+        adapters) or as ``"true"`` (typed by hand); both mean on, any case.
+        """
+        value = self.env.get(name)
+        return value is not None and value.strip().lower() in _TRUE
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready knob values."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}

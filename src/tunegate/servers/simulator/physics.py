@@ -20,6 +20,10 @@ attention kernels of a layer run one after the other, not overlapped::
   NPU engine's mixed "split-fuse" step path; 0 for the healthy scenarios).
 * The short-prompt pathology (``Scenario.short_prompt_prefill_efficiency``, chunked prefill
   off): prompt tokens of short prompts run their GEMMs at that fraction of peak compute.
+* Planted speedups (``Scenario.planted_speedups``, test ground truth, not physics): when every
+  environment variable of an entry is on, the whole step takes ``1 / factor`` times as long, so
+  throughput scales by ``factor`` and every engine latency by ``1 / factor``. Applied here, to
+  the step's total, because every duration the engine clock advances by is a step time.
 
 KV capacity per chip = ``gpu_memory_utilization`` x capacity - weights / tp - activation peak -
 runtime reserve, as vLLM's memory profiler computes it.
@@ -40,13 +44,26 @@ from tunegate.servers.simulator.hardware import GIB, HardwareProfile, get_hardwa
 from tunegate.servers.simulator.models import ModelProfile, get_model
 from tunegate.servers.simulator.scenarios import Scenario
 
-__all__ = ["MemoryPlan", "Physics"]
+__all__ = ["MemoryPlan", "Physics", "planted_factor"]
 
 # Activation bytes per batched token per hidden unit during the memory-profiling forward pass
 # (attention + MLP intermediates, BF16); order-of-magnitude value.
 _ACTIVATION_FACTOR = 12
 # Memory CUDA/NPU graph capture keeps (vLLM logs ~0.5-1 GiB for graph pools).
 _GRAPH_POOL_BYTES = 0.5 * GIB
+
+
+def planted_factor(scenario: Scenario, config: EngineConfig) -> float:
+    """Throughput factor of the scenario's planted speedups that ``config`` switches on.
+
+    The product of the factors of every entry whose environment variables are all on
+    (:meth:`EngineConfig.env_on`); 1.0 when none is, and always for a scenario without entries.
+    """
+    factor = 1.0
+    for names, entry_factor in scenario.planted_speedups:
+        if all(config.env_on(name) for name in names):
+            factor *= entry_factor
+    return factor
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +138,8 @@ class Physics:
             step += scenario.chunked_prefill_step_overhead_s
         self._step_overhead = step
         self._seq_overhead = hw.per_seq_overhead_s
+        self.planted_factor = planted_factor(scenario, config)
+        self._planted_scale = 1.0 / self.planted_factor
 
     @property
     def pathology_active(self) -> bool:
@@ -205,7 +224,8 @@ class Physics:
         if t_attn < t_kv:
             t_attn = t_kv
         comm = self.comm.time(tokens) if self._has_comm else 0.0
-        return self._step_overhead + self._seq_overhead * num_seqs + t_gemm + t_attn + comm
+        t = self._step_overhead + self._seq_overhead * num_seqs + t_gemm + t_attn + comm
+        return t * self._planted_scale
 
     def prefill_time(self, prompt_tokens: int) -> float:
         """One prompt prefilled alone (no decodes), seconds."""

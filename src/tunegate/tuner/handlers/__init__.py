@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tunegate.tuner.context import TunerContext
 from tunegate.tuner.handlers import (
     apply,
+    attribute,
     baseline,
     gate,
     keep,
@@ -59,6 +60,7 @@ HANDLERS: dict[State, Handler] = {
     State.KEEP: Handler(keep.handle, keep.EVENTS),
     State.ROLLBACK: Handler(rollback.handle, rollback.EVENTS),
     State.RECHECK: Handler(recheck.handle, recheck.EVENTS),
+    State.ATTRIBUTE: Handler(attribute.handle, attribute.EVENTS),
     State.SOAK: Handler(soak.handle, soak.EVENTS),
 }
 """Every non-final state's handler."""

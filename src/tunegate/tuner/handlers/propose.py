@@ -2,10 +2,11 @@
 
 The run ends when the budget of proposals is spent, or when nothing was kept for ``patience``
 rounds (converged within budget: "near-optimal within budget", never "optimal"); with
-``[soak]`` the recommendation is soaked first (SOAK, which then ends the run for the same
-reason). Otherwise the next known remedy for a baseline finding is tried first, then the
-proposer decides from the search history (the ``proposer`` decider, replayable), after reading
-the other runs' results when the study is shared.
+``[attribution]`` the kept config's changes are attributed first (ATTRIBUTE), with ``[soak]``
+the recommendation is soaked (SOAK); either then ends the run for the same reason.
+Otherwise the next known remedy for a baseline finding is tried first, then the proposer
+decides from the search history (the ``proposer`` decider, replayable), after reading the
+other runs' results when the study is shared.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from tunegate.tuner.proposal_history import compact_inputs, expanded_for_call
 from tunegate.tuner.states import Event
 from tunegate.tuner.trials import learn_shared
 
-EVENTS = frozenset({Event.PROPOSED, Event.BUDGET_SPENT, Event.CONVERGED, Event.SOAK})
+EVENTS = frozenset({Event.PROPOSED, Event.BUDGET_SPENT, Event.CONVERGED, Event.SOAK,
+                    Event.ATTRIBUTE})
+
+
+def _after_search(ctx: TunerContext, final: Event) -> Event:
+    """The search is over: attribute (``[attribution]``), soak (``[soak]``), or end."""
+    if ctx.config.attribution is not None and ctx.rs.kept is not None:
+        return Event.ATTRIBUTE
+    return Event.SOAK if ctx.config.soak is not None else final
 
 
 def _shown(value: Any) -> str:
@@ -32,11 +41,11 @@ def handle(ctx: TunerContext) -> Event:
     budget, patience = ctx.config.run.budget, ctx.config.run.patience
     if rs.trials >= budget:
         rs.reason, rs.end_reason = f"budget of {budget} proposals spent", EndReason.BUDGET_SPENT
-        return Event.SOAK if ctx.config.soak is not None else Event.BUDGET_SPENT
+        return _after_search(ctx, Event.BUDGET_SPENT)
     if patience and rs.rounds_since_keep >= patience:
         rs.reason = f"no improvement kept in {patience} rounds: converged within budget"
         rs.end_reason = EndReason.CONVERGED
-        return Event.SOAK if ctx.config.soak is not None else Event.CONVERGED
+        return _after_search(ctx, Event.CONVERGED)
     assert rs.kept is not None
     rs.candidate = _remedy(ctx) if rs.remedies else _search(ctx)
     rs.trials += 1

@@ -33,7 +33,7 @@ def handle(ctx: TunerContext) -> Event:
                          "is serving; last failure: " + restart_failure(restart))
             return _abnormal(ctx, EndReason.START_FAILED_TWICE, Event.SECOND_START_FAILED)
     elif not ctx.restore_kept():
-        rs.reason = "rolling back to the kept config failed"
+        rs.reason = f"rolling back to the kept config failed: {ctx.start_failure}"
         return _abnormal(ctx, EndReason.ROLLBACK_FAILED, Event.ROLLBACK_FAILED)
     cause = rs.trial_decisions.get("gate") or rs.trial_decisions.get("early_stop")
     ctx.decide(DecisionKind.ROLLBACK, "keep_or_rollback",

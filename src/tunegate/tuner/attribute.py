@@ -1,0 +1,224 @@
+"""The control experiment on the service: which change of the tuning result did what.
+
+Shared by the ATTRIBUTE state (``[attribution]``, once the search is over) and by
+``tunegate attribute RUN_DIR`` on a finished run. It takes the changes from the baseline to the
+kept config (:func:`tunegate.attribution.changes_between`: gauge, engine and environment
+changes), plans the configs that separate them (:func:`tunegate.attribution.plan_design`),
+measures each of them in interleaved rounds on the run's own workload, and records the verdicts
+as the decision ``attribution`` (replayable: ``tunegate replay`` re-derives it from the recorded
+repeats).
+
+Every repeat is a journalled ``measurement`` (role ``attribution``, with its cell and round), so
+an attribution stopped at any point (a crash, ``kill -9``, Ctrl-C) continues where it stopped
+and never measures a finished slot again. A config that fails to start is reported (a journal
+record ``attribution_start``) and every other config is still measured; whatever happens, the
+service ends on the kept config. In production mode a person confirms the experiment first
+(silence means no: it is not run). The result goes to ``attribution.json`` (its digest journalled)
+and to the run's summary and report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tunegate.attribution import Change, Design, changes_between, plan_design
+from tunegate.attribution.design import GAUGE_BEFORE
+from tunegate.attribution.meaning import invalid_keys
+from tunegate.servers.engine import BenchSettings
+from tunegate.tuner.approval import Answer
+from tunegate.tuner.config import AttributionSection, BenchmarkSection
+from tunegate.tuner.context import TunerContext
+from tunegate.tuner.decisions import DecisionKind
+from tunegate.tuner.integrity import write_vouched_json
+from tunegate.tuner.rundir import ATTRIBUTION_RECORD
+
+__all__ = ["ATTRIBUTION_FILE", "ROLE", "START_RECORD", "attribute"]
+
+ROLE = "attribution"
+"""The measurements' role in the journal."""
+START_RECORD = "attribution_start"
+"""Journal record of a config that failed to start (``cell``, ``failed``)."""
+ATTRIBUTION_FILE = "attribution.json"
+ABNORMAL_AFTER = 2
+"""Consecutive failed starts after which the remaining configs are not tried."""
+
+
+def _direction(metric: str) -> str:
+    return "higher" if "throughput" in metric or "goodput" in metric else "lower"
+
+
+def _metrics(ctx: TunerContext, section: AttributionSection) -> list[dict[str, str]]:
+    """The objective first, then the guardrails, then the reported metrics."""
+    specs = [{"name": s.name, "direction": s.direction, "role": s.role} for s in ctx.specs]
+    names = {s["name"] for s in specs}
+    specs += [{"name": m, "direction": _direction(m), "role": "reported"}
+              for m in section.metrics if m not in names]
+    return specs
+
+
+def _settings(bench: Mapping[str, Any]) -> BenchSettings:
+    section = BenchmarkSection.model_validate(bench)
+    return BenchSettings(section.stream, section.endpoint, section.ignore_eos,
+                         section.request_timeout_s)
+
+
+def _progress(ctx: TunerContext) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, str]]:
+    """What the journal already holds: the measured slots and the configs that did not start."""
+    assert ctx.journal is not None
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for record in ctx.journal.records:
+        if record.type == "measurement" and record.data.get("role") == ROLE:
+            slot = record.data["attribution"]
+            done[(str(slot["cell"]), int(slot["round"]))] = record.data
+        elif record.type == START_RECORD:
+            failed[str(record.data["cell"])] = str(record.data["failed"])
+    return done, failed
+
+
+def _cells(design: Design, done: Mapping[tuple[str, int], Mapping[str, Any]],
+           failed: Mapping[str, str], metrics: list[dict[str, str]]) -> dict[str, Any]:
+    """Each cell's repeats as the decider reads them. An engine cell keeps its valid repeats
+    only; a gauge cell keeps every repeat, since what the old gauge reported is the point, and
+    says which figures the gauge itself called invalid there."""
+    cells: dict[str, Any] = {}
+    for cell in design.cells:
+        rows = [row for (key, _), row in sorted(done.items()) if key == cell.key]
+        gauge_cell = cell.key.startswith(GAUGE_BEFORE)
+        usable = [r for r in rows if r["valid"] or gauge_cell]
+        names = [m["name"] for m in metrics]
+        values = {m: [float(r["summary"][m]) for r in usable
+                      if isinstance(r["summary"].get(m), int | float)] for m in names}
+        invalid = sorted({key for r in rows
+                          for key in invalid_keys(names, r["validation"]["invalid_metrics"],
+                                                  whole=not r["valid"] and not
+                                                  r["validation"]["invalid_metrics"])})
+        cells[cell.key] = {"values": values, "failed": failed.get(cell.key),
+                           "repeats": len(rows), "invalid_repeats": len(rows) - sum(
+                               1 for r in rows if r["valid"]),
+                           "invalid_metrics": invalid,
+                           "findings": sorted({c for r in rows for c in r["findings"]})}
+    return cells
+
+
+def attribute(ctx: TunerContext) -> dict[str, Any]:
+    """Run (or continue) the attribution of ``ctx``'s kept config; returns its summary (also in
+    ``rs.attribution``). The kept config serves afterwards (``restored`` false: it did not come
+    back)."""
+    rs = ctx.rs
+    assert rs.kept is not None and ctx.journal is not None
+    section = ctx.config.attribution or AttributionSection()
+    layers = {p.name: p.layer.value for p in ctx.space.params}
+    bench_before = ctx.config.benchmark.model_dump()
+    changes = changes_between(rs.baseline, rs.kept, bench_before, rs.bench, layers)
+    if not changes:
+        rs.attribution = {"status": "nothing to attribute", "changes": [], "interactions": [],
+                          "file": None, "restored": True}
+        ctx.note("attribution: the kept config is the baseline; nothing to attribute")
+        return rs.attribution
+    design = plan_design(changes, max_factorial=section.max_factorial)
+    gate = ctx.config.gate
+    plan, _ = ctx.decide(DecisionKind.ATTRIBUTION, "attribution_repeats", {
+        "sigma": rs.sigma.get(ctx.objective.name, 0.0), "multiplier": gate.multiplier,
+        "floor": gate.floor, "alpha": gate.alpha, "power": gate.power,
+        "max_repeats": section.max_repeats,
+        "fixed": None if section.repeats == "auto" else section.repeats})
+    repeats = int(plan["n"])
+    done, failed = _progress(ctx)
+    if not done and not failed and not _confirmed(ctx, design, repeats):
+        rs.attribution = {"status": "declined: production mode, the experiment was not "
+                          "confirmed", "changes": [], "interactions": [], "file": None,
+                          "restored": True}
+        ctx.note("attribution not run: production mode and nobody confirmed the experiment")
+        return rs.attribution
+    kinds = ", ".join(f"{c.name} ({c.kind})" for c in changes)
+    ctx.note(f"attribution: {kinds}; {design.method}, {len(design.cells)} configs x {repeats} "
+             f"repeats, interleaved ({plan['reason']})")
+    _measure(ctx, changes, design, repeats, done, failed, bench_before)
+    metrics = _metrics(ctx, section)
+    inputs = {"changes": [c.to_dict() for c in changes], "design": design.to_dict(),
+              "cells": _cells(design, done, failed, metrics), "metrics": metrics,
+              "repeats": repeats, "alpha": gate.alpha, "fdr": gate.fdr,
+              "multiplier": gate.multiplier, "floor": gate.floor}
+    result, decision = ctx.decide(DecisionKind.ATTRIBUTION, "attribution", inputs)
+    restored = ctx.serving == rs.kept or ctx.restore_kept()
+    document = {"format": "tunegate.attribution/1", "decision": decision, "repeats": repeats,
+                "repeats_reason": plan["reason"], "design": design.to_dict(),
+                "cells": inputs["cells"], **result, "restored": restored}
+    write_vouched_json(ctx.journal, ctx.run_dir, ATTRIBUTION_FILE, document)
+    rs.attribution = {"status": "complete", "file": ATTRIBUTION_FILE, "decision": decision,
+                      "repeats": repeats, "method": result["method"],
+                      "objective": result["objective"], "thresholds": result["thresholds"],
+                      "changes": result["changes"], "interactions": result["interactions"],
+                      "total": result["total"], "reported": result["reported"],
+                      "not_separated": result["not_separated"],
+                      "failed": dict(failed), "restored": restored}
+    ctx.journal.append(ATTRIBUTION_RECORD, rs.attribution)
+    for change in result["changes"]:
+        ctx.note(_story_line(change))
+    if not restored:
+        ctx.note(f"attribution: the kept config did not come back: {ctx.start_failure}")
+    return rs.attribution
+
+
+def _story_line(change: Mapping[str, Any]) -> str:
+    """``enable_chunked_prefill (engine): improves, output_throughput +4.5% [+2.4%, +6.6%]``;
+    a gauge change names the figures whose meaning it changed instead of the objective."""
+    head = f"attribution: {change['name']} ({change['kind']}): {change['verdict']}"
+    if change["kind"] == "gauge" and change.get("changed_meaning"):
+        shown = [f"{m} {e['effect']:+.1%}" if e.get("effect") is not None else m
+                 for m, e in change["metrics"].items() if m in change["changed_meaning"]]
+        return f"{head} of {', '.join(shown)} (a change of measurement, not a gain)"
+    if change.get("effect") is None:
+        return f"{head} ({change.get('reason') or 'no value'})"
+    return (f"{head}, {change['metric']} {change['effect']:+.1%} "
+            f"[{change['ci_low']:+.1%}, {change['ci_high']:+.1%}]")
+
+
+def _confirmed(ctx: TunerContext, design: Design, repeats: int) -> bool:
+    """Production mode: the experiment restarts the service with configs that are not the kept
+    one (the baseline among them), so a person approves it first; silence means no."""
+    if ctx.config.run.mode != "production":
+        return True
+    change = {"trial": ctx.rs.kept_trial, "attribution": True,
+              "reason": f"attribute the kept config's changes: {len(design.cells)} configs x "
+                        f"{repeats} repeats, one restart per config and round at most, the "
+                        "kept config restored after",
+              "configs": [c.key for c in design.cells]}
+    answer = ctx.confirm(ctx.config.run, change)
+    ctx.record(DecisionKind.APPROVAL, "operator", "1", change, {"answer": answer.value})
+    return answer is Answer.YES
+
+
+def _measure(ctx: TunerContext, changes: list[Change], design: Design, repeats: int,
+             done: dict[tuple[str, int], dict[str, Any]], failed: dict[str, str],
+             bench_before: Mapping[str, Any]) -> None:
+    """Measure every slot of the schedule not measured yet, in order."""
+    assert ctx.journal is not None
+    baseline = ctx.rs.baseline
+    in_a_row = 0
+    for key, round_ in design.schedule(repeats):
+        if (key, round_) in done or key in failed:
+            continue
+        cell = design.cell(key)
+        params = cell.params(changes, baseline)
+        if ctx.serving != params and not ctx.start(params):
+            in_a_row += 1
+            failed[key] = ctx.start_failure
+            ctx.journal.append(START_RECORD, {"cell": key, "failed": ctx.start_failure})
+            ctx.note(f"attribution: config {key} did not start; the others are still measured")
+            if in_a_row >= ABNORMAL_AFTER:
+                why = (f"not tried: {ABNORMAL_AFTER} configs in a row failed to start (the "
+                       "environment looks abnormal)")
+                for other in design.cells:
+                    if other.key not in failed and not any(
+                            (other.key, r) in done for r in range(repeats)):
+                        failed[other.key] = why
+                        ctx.journal.append(START_RECORD, {"cell": other.key, "failed": why})
+            continue
+        in_a_row = 0
+        settings = _settings(cell.bench(changes, dict(bench_before)))
+        ctx.measure_once(ROLE, params, None, settings=settings,
+                         extra={"attribution": {"cell": key, "round": round_}})
+        done[(key, round_)] = ctx.journal.records[-1].data
