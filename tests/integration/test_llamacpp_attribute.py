@@ -14,8 +14,7 @@ measurements carry a real machine's noise:
   serving. The kept config turns flash attention on and quantizes the V cache; llama.cpp
   refuses a quantized V cache without flash attention, so the config with the cache change
   alone cannot start. It is reported with llama.cpp's own reason and every other config is
-  still measured;
-- two strict xfails pin where the service does not end on the kept config (see each).
+  still measured.
 
 llama-server 0.3.36 drops a keep-alive connection after a streamed reply without saying so, so
 a repeat can lose a request now and then (the gauge's ``error_rate`` warning; the repeat stays
@@ -473,13 +472,6 @@ class _CtrlCOnSecondRepeat(ProcessEngine):
         return super().measure(*args, **kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "attribute_run does not bring the kept config back when interrupted (its finally only "
-    "calls engine.finish()), and the server it leaves is journalled nowhere (the engine "
-    "snapshot is journalled only at transitions; the attribution makes none): run again, "
-    "ProcessEngine.restore stops the long-dead server of the last transition, every config "
-    "fails with 'port ... already in use', those failures are journalled as final, and the "
-    "attribution is recorded complete with nothing measured and restored false"))
 def test_an_interrupted_attribute_continues_when_run_again(tmp_path: Path,
                                                            cleanup: _Cleanup) -> None:
     port = free_loopback_port()
@@ -507,13 +499,6 @@ def test_an_interrupted_attribute_continues_when_run_again(tmp_path: Path,
     assert result["restored"] is True
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "attribute_run reopens the run with hold_service(resume=True), whose "
-    "ProcessEngine.restore stops the server the finished run left serving (the pgid of its "
-    "last transition); only the experiment's own path starts the kept config again, so "
-    "'nothing to attribute' returns restored true with the service down (so does an "
-    "attribution already recorded by the tuning run's ATTRIBUTE state, and production mode "
-    "declining the experiment)"))
 def test_attribute_with_nothing_to_attribute_leaves_the_service_up(
         tmp_path: Path, cleanup: _Cleanup) -> None:
     port = free_loopback_port()

@@ -24,7 +24,7 @@ never a small number presented as a finding.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -59,11 +59,9 @@ class _Test:
     weights: Weights
     judged: bool = True
     estimate: Estimate | None = None
-    missing: str = ""
     p_adjusted: float | None = None
     verdict: str = NOT_MEASURED
     reason: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
@@ -94,7 +92,7 @@ class _Analysis:
         self.changes = [Change.from_dict(c) for c in inputs["changes"]]
         self.method: str = inputs["design"]["method"]
         self.key_of = {frozenset(c["on"]): c["key"] for c in inputs["design"]["cells"]
-                       if c["key"] != GAUGE_BEFORE and not c["key"].startswith(GAUGE_BEFORE)}
+                       if not c["key"].startswith(GAUGE_BEFORE)}
         self.cells: Mapping[str, Mapping[str, Any]] = inputs["cells"]
         self.metrics: list[Mapping[str, Any]] = list(inputs["metrics"])
         self.fdr = float(inputs["fdr"])
@@ -154,12 +152,12 @@ class _Analysis:
         why: dict[str, str] = {}
         for key, cell in sorted(self.cells.items()):  # replay reads the inputs key-sorted
             if cell.get("failed"):
-                why[key] = f"{key} did not start ({cell['failed']})"
+                why[key] = f"{key} did not start ({_first_line(str(cell['failed']))})"
                 continue
             values = [float(v) for v in (cell.get("values") or {}).get(metric) or []]
             stats = cell_stats(values)
             if stats is None:
-                why[key] = (f"{key} has {len(values)} valid repeat(s) of {metric}"
+                why[key] = (f"{key} has {len(values)} usable repeat(s) of {metric}"
                             + ("" if len(values) < 2 else " with a mean <= 0"))
             else:
                 found[key] = stats
@@ -179,8 +177,7 @@ class _Analysis:
                 absent = [why.get(k, f"{k} was not measured") for k in test.weights
                           if k not in found and test.weights[k] != 0]
                 if absent:
-                    test.missing = "; ".join(absent)
-                    test.reason = test.missing
+                    test.reason = "; ".join(absent)
                 else:
                     test.estimate = estimate(test.weights, found, self.confidence)
         judged = [t for t in self.tests if t.judged and t.estimate is not None]
@@ -263,16 +260,21 @@ class _Analysis:
                                    + ", ".join(part_of))
             entry["interactions"] = part_of
             metrics[metric] = entry
-        top = {"metric": objective, **(metrics.get(objective) or {})}
+        extra: dict[str, Any] = {}
         if change.kind == "gauge":
             before = self.invalid_before(change.name)
-            changed = [m for m, e in metrics.items()
-                       if e["verdict"] == MEASUREMENT or m in before]
-            top["verdict"] = MEASUREMENT if changed else top.get("verdict", NOT_MEASURED)
-            top["changed_meaning"] = changed
-            top["invalid_before"] = before
+            for metric in before:  # its old figure measured something else, whatever the size
+                entry = metrics[metric]
+                if entry["verdict"] != MEASUREMENT:
+                    entry["verdict"] = MEASUREMENT
+                    entry["reason"] = ("the gauge called this figure invalid before the fix: "
+                                       "it measured something else (" + entry["reason"] + ")")
+            changed = [m for m, e in metrics.items() if e["verdict"] == MEASUREMENT]
+            extra = {"changed_meaning": changed, "invalid_before": before}
+            if changed:
+                extra["verdict"] = MEASUREMENT
+        top = {"metric": objective, **(metrics.get(objective) or {}), **extra}
         return {**change.to_dict(), **top, "metrics": metrics}
-
 
     def invalid_before(self, name: str) -> list[str]:
         """The metrics the gauge itself called invalid as first configured and valid once
@@ -281,6 +283,12 @@ class _Analysis:
         before = set((self.cells.get(GAUGE_BEFORE) or {}).get("invalid_metrics") or [])
         after = set((self.cells.get(fixed) or {}).get("invalid_metrics") or [])
         return [m["name"] for m in self.metrics if m["name"] in before - after]
+
+
+def _first_line(text: str) -> str:
+    """A start failure's first line (its full text, the server's log tail, is in the journal)."""
+    lines = text.strip().splitlines()
+    return lines[0][:200] if lines else "no reason recorded"
 
 
 def _interval(test: _Test) -> dict[str, Any] | None:

@@ -10,8 +10,11 @@ repeats).
 
 Every repeat is a journalled ``measurement`` (role ``attribution``, with its cell and round), so
 an attribution stopped at any point (a crash, ``kill -9``, Ctrl-C) continues where it stopped
-and never measures a finished slot again. A config that fails to start is reported (a journal
-record ``attribution_start``) and every other config is still measured; whatever happens, the
+and never measures a finished slot again (each start journals the engine's snapshot, so a
+resumed run stops the server a crash left behind). A config that fails to start is reported (a
+journal record ``attribution_start``) and every other config is still measured; two failing in a
+row stop the experiment without a verdict (``attribution_stopped``: run again, it tries them
+again); whatever happens, the
 service ends on the kept config. In production mode a person confirms the experiment first
 (silence means no: it is not run). The result goes to ``attribution.json`` (its digest journalled)
 and to the run's summary and report.
@@ -27,21 +30,25 @@ from tunegate.attribution.design import GAUGE_BEFORE
 from tunegate.attribution.meaning import invalid_keys
 from tunegate.servers.engine import BenchSettings
 from tunegate.tuner.approval import Answer
-from tunegate.tuner.config import AttributionSection, BenchmarkSection
+from tunegate.tuner.config import AttributionSection, BenchmarkSection, TuneConfig
 from tunegate.tuner.context import TunerContext
 from tunegate.tuner.decisions import DecisionKind
 from tunegate.tuner.integrity import write_vouched_json
-from tunegate.tuner.rundir import ATTRIBUTION_RECORD
+from tunegate.tuner.rundir import ATTRIBUTION_RECORD, ENGINE_RECORD
+from tunegate.tuner.runstate import RunState
 
-__all__ = ["ATTRIBUTION_FILE", "ROLE", "START_RECORD", "attribute"]
+__all__ = ["ATTRIBUTION_FILE", "ROLE", "START_RECORD", "STOP_RECORD", "attribute", "has_changes",
+           "journal_engine", "restore_kept"]
 
 ROLE = "attribution"
 """The measurements' role in the journal."""
 START_RECORD = "attribution_start"
 """Journal record of a config that failed to start (``cell``, ``failed``)."""
 ATTRIBUTION_FILE = "attribution.json"
+STOP_RECORD = "attribution_stopped"
+"""Journal record of an experiment stopped as abnormal (its start failures are retried)."""
 ABNORMAL_AFTER = 2
-"""Consecutive failed starts after which the remaining configs are not tried."""
+"""Consecutive failed starts after which the experiment stops (the environment is suspect)."""
 
 
 def _direction(metric: str) -> str:
@@ -64,7 +71,11 @@ def _settings(bench: Mapping[str, Any]) -> BenchSettings:
 
 
 def _progress(ctx: TunerContext) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, str]]:
-    """What the journal already holds: the measured slots and the configs that did not start."""
+    """What the journal already holds: the measured slots and the configs that did not start.
+
+    Start failures journalled before an experiment stopped as abnormal (:data:`STOP_RECORD`)
+    are forgotten: the environment was suspect then, so those configs are tried again.
+    """
     assert ctx.journal is not None
     done: dict[tuple[str, int], dict[str, Any]] = {}
     failed: dict[str, str] = {}
@@ -74,6 +85,8 @@ def _progress(ctx: TunerContext) -> tuple[dict[tuple[str, int], dict[str, Any]],
             done[(str(slot["cell"]), int(slot["round"]))] = record.data
         elif record.type == START_RECORD:
             failed[str(record.data["cell"])] = str(record.data["failed"])
+        elif record.type == STOP_RECORD:
+            failed = {}
     return done, failed
 
 
@@ -102,6 +115,33 @@ def _cells(design: Design, done: Mapping[tuple[str, int], Mapping[str, Any]],
     return cells
 
 
+def journal_engine(ctx: TunerContext) -> None:
+    """Journal the engine's snapshot after a start between transitions: what runs now (its
+    process group) must be found by a run resumed after this process dies."""
+    assert ctx.journal is not None
+    ctx.journal.append(ENGINE_RECORD, {"state": ctx.engine.snapshot()})
+
+
+def restore_kept(ctx: TunerContext) -> bool:
+    """The kept config serving again (started if needed, its snapshot journalled)."""
+    if ctx.serving == ctx.rs.kept:
+        return True
+    restored = ctx.restore_kept()
+    journal_engine(ctx)
+    return restored
+
+
+def _changes(config: TuneConfig, rs: RunState) -> list[Change]:
+    assert rs.kept is not None
+    layers = {p.name: p.layer.value for p in config.search_space().params}
+    return changes_between(rs.baseline, rs.kept, config.benchmark.model_dump(), rs.bench, layers)
+
+
+def has_changes(config: TuneConfig, rs: RunState) -> bool:
+    """Whether the run's kept config differs from its baseline (engine or gauge)."""
+    return bool(_changes(config, rs))
+
+
 def attribute(ctx: TunerContext) -> dict[str, Any]:
     """Run (or continue) the attribution of ``ctx``'s kept config; returns its summary (also in
     ``rs.attribution``). The kept config serves afterwards (``restored`` false: it did not come
@@ -109,9 +149,8 @@ def attribute(ctx: TunerContext) -> dict[str, Any]:
     rs = ctx.rs
     assert rs.kept is not None and ctx.journal is not None
     section = ctx.config.attribution or AttributionSection()
-    layers = {p.name: p.layer.value for p in ctx.space.params}
     bench_before = ctx.config.benchmark.model_dump()
-    changes = changes_between(rs.baseline, rs.kept, bench_before, rs.bench, layers)
+    changes = _changes(ctx.config, rs)
     if not changes:
         rs.attribution = {"status": "nothing to attribute", "changes": [], "interactions": [],
                           "file": None, "restored": True}
@@ -135,14 +174,22 @@ def attribute(ctx: TunerContext) -> dict[str, Any]:
     kinds = ", ".join(f"{c.name} ({c.kind})" for c in changes)
     ctx.note(f"attribution: {kinds}; {design.method}, {len(design.cells)} configs x {repeats} "
              f"repeats, interleaved ({plan['reason']})")
-    _measure(ctx, changes, design, repeats, done, failed, bench_before)
+    if not _measure(ctx, changes, design, repeats, done, failed, bench_before):
+        restored = restore_kept(ctx)
+        rs.attribution = {"status": f"stopped: {ABNORMAL_AFTER} configs in a row failed to "
+                          "start (the environment looks abnormal); run `tunegate attribute` "
+                          "again once the service is healthy: it continues, and tries those "
+                          "configs again", "changes": [], "interactions": [], "file": None,
+                          "failed": dict(failed), "restored": restored}
+        ctx.note(f"attribution stopped: {ABNORMAL_AFTER} configs in a row failed to start")
+        return rs.attribution
     metrics = _metrics(ctx, section)
     inputs = {"changes": [c.to_dict() for c in changes], "design": design.to_dict(),
               "cells": _cells(design, done, failed, metrics), "metrics": metrics,
               "repeats": repeats, "alpha": gate.alpha, "fdr": gate.fdr,
               "multiplier": gate.multiplier, "floor": gate.floor}
     result, decision = ctx.decide(DecisionKind.ATTRIBUTION, "attribution", inputs)
-    restored = ctx.serving == rs.kept or ctx.restore_kept()
+    restored = restore_kept(ctx)
     document = {"format": "tunegate.attribution/1", "decision": decision, "repeats": repeats,
                 "repeats_reason": plan["reason"], "design": design.to_dict(),
                 "cells": inputs["cells"], **result, "restored": restored}
@@ -193,8 +240,9 @@ def _confirmed(ctx: TunerContext, design: Design, repeats: int) -> bool:
 
 def _measure(ctx: TunerContext, changes: list[Change], design: Design, repeats: int,
              done: dict[tuple[str, int], dict[str, Any]], failed: dict[str, str],
-             bench_before: Mapping[str, Any]) -> None:
-    """Measure every slot of the schedule not measured yet, in order."""
+             bench_before: Mapping[str, Any]) -> bool:
+    """Measure every slot of the schedule not measured yet, in order; ``False``: stopped
+    because :data:`ABNORMAL_AFTER` configs in a row failed to start."""
     assert ctx.journal is not None
     baseline = ctx.rs.baseline
     in_a_row = 0
@@ -203,22 +251,22 @@ def _measure(ctx: TunerContext, changes: list[Change], design: Design, repeats: 
             continue
         cell = design.cell(key)
         params = cell.params(changes, baseline)
-        if ctx.serving != params and not ctx.start(params):
-            in_a_row += 1
-            failed[key] = ctx.start_failure
-            ctx.journal.append(START_RECORD, {"cell": key, "failed": ctx.start_failure})
-            ctx.note(f"attribution: config {key} did not start; the others are still measured")
-            if in_a_row >= ABNORMAL_AFTER:
-                why = (f"not tried: {ABNORMAL_AFTER} configs in a row failed to start (the "
-                       "environment looks abnormal)")
-                for other in design.cells:
-                    if other.key not in failed and not any(
-                            (other.key, r) in done for r in range(repeats)):
-                        failed[other.key] = why
-                        ctx.journal.append(START_RECORD, {"cell": other.key, "failed": why})
-            continue
+        if ctx.serving != params:
+            started = ctx.start(params)
+            journal_engine(ctx)
+            if not started:
+                in_a_row += 1
+                failed[key] = ctx.start_failure
+                ctx.journal.append(START_RECORD, {"cell": key, "failed": ctx.start_failure})
+                ctx.note(f"attribution: config {key} did not start; the others are still "
+                         "measured")
+                if in_a_row >= ABNORMAL_AFTER:
+                    ctx.journal.append(STOP_RECORD, {"cell": key, "in_a_row": in_a_row})
+                    return False
+                continue
         in_a_row = 0
         settings = _settings(cell.bench(changes, dict(bench_before)))
         ctx.measure_once(ROLE, params, None, settings=settings,
                          extra={"attribution": {"cell": key, "round": round_}})
         done[(key, round_)] = ctx.journal.records[-1].data
+    return True

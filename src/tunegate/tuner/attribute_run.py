@@ -1,41 +1,49 @@
 """``tunegate attribute RUN_DIR``: the attribution of a run that has already ended.
 
-The run directory is reopened as ``--resume`` reopens it (the service's lease first, then the
-journal and the decision log, appended to under the lease), the control experiment of
-:mod:`tunegate.tuner.attribute` runs on the run's own engine, workload and gate settings, and the
-summary and report are written again with their Attribution section. Its measurements and
-decisions join the run's hash chains, so ``tunegate replay RUN_DIR`` re-derives them with the
-rest. Run again after an interruption, it continues where it stopped; run again after it
-finished, it measures nothing and returns the recorded result.
+The journal is read first, without holding or touching anything: a run that has not ended is
+refused (reopening it would start the config it was serving), and a run whose attribution is
+already recorded, or whose kept config is its baseline, is answered from the journal (the
+service keeps serving untouched). Otherwise the run directory is reopened as ``--resume``
+reopens it (the service's lease first, then the journal and the decision log, appended to under
+the lease; a server process the finished run left serving is stopped, since this process holds
+no handle on it), the control experiment of :mod:`tunegate.tuner.attribute` runs on the run's
+own engine, workload and gate settings, and the summary and report are written again with
+their Attribution section. Whatever happens, interrupted or not, the kept config is started
+again before this returns. Its measurements and decisions join the run's hash chains, so
+``tunegate replay RUN_DIR`` re-derives them with the rest; run again after an interruption, it
+continues where it stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tunegate.errors import LeaseBusyError, UsageError
+from tunegate.errors import LeaseBusyError, TunegateError, UsageError
 from tunegate.servers.engine import Engine
-from tunegate.tuner.attribute import attribute
+from tunegate.tuner.attribute import attribute, has_changes, restore_kept
 from tunegate.tuner.config import AttributionSection, TuneConfig
 from tunegate.tuner.driver import Tuner
 from tunegate.tuner.journal import read_journal
-from tunegate.tuner.rundir import hold_service
-from tunegate.tuner.states import State
+from tunegate.tuner.rundir import ATTRIBUTION_RECORD, hold_service
+from tunegate.tuner.runstate import RunState
 from tunegate.tuner.summary import write_summary
 
 __all__ = ["attribute_run"]
 
 
-def _final_state(run_dir: Path) -> State | None:
-    """The state the journal's last transition entered, read before anything is held or
-    started (reopening an unfinished run would start the config it was serving)."""
-    last = None
+def _recorded_state(run_dir: Path) -> RunState | None:
+    """The run's memory at its last transition, with a finished attribution journalled after
+    it (``None``: the run stopped before its first transition)."""
+    state: RunState | None = None
     for record in read_journal(run_dir / "journal.jsonl").records:
         if record.type == "transition":
-            last = record.data["state"]["state"]
-    return None if last is None else State(last)
+            state = RunState.from_json(record.data["state"])
+        elif record.type == ATTRIBUTION_RECORD and state is not None:
+            state.attribution = record.data
+    return state
 
 
 def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = None,
@@ -51,13 +59,28 @@ def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = 
         section: ``[attribution]`` settings overriding the run's own (or the defaults).
 
     Raises:
-        UsageError: The run has not ended (resume it first), or another run holds the service.
+        UsageError: The run has not ended (resume it first), kept no config, or another run
+            holds the service.
     """
-    state = _final_state(Path(run_dir))
-    if state is None or not state.is_final:
-        where = "before its first state" if state is None else f"in state {state.value}"
+    run_dir = Path(run_dir)
+    recorded = _recorded_state(run_dir)
+    if recorded is None or not recorded.state.is_final:
+        where = ("before its first state" if recorded is None
+                 else f"in state {recorded.state.value}")
         raise UsageError(f"{run_dir}: the run has not ended (it stopped {where}); finish it "
                          f"with `tunegate tune --resume {run_dir}` first")
+    if recorded.kept is None:
+        raise UsageError(f"{run_dir}: the run kept no config (it ended {recorded.state.value} "
+                         "before its baseline): there is nothing to attribute")
+    if recorded.attribution is not None and recorded.attribution.get("status") == "complete":
+        say(f"attribution already recorded (decision {recorded.attribution['decision']}): "
+            "nothing measured, the recorded result follows"
+            + ("; the settings given were not used" if section is not None else ""))
+        return recorded.attribution
+    if not has_changes(config, recorded):
+        say("the kept config is the baseline: nothing to attribute, nothing measured")
+        return {"status": "nothing to attribute", "changes": [], "interactions": [],
+                "file": None, "restored": True}
     if section is not None:
         config = config.model_copy(update={"attribution": section})
     tuner = Tuner(config, run_dir, engine=engine, say=say, lock_dir=lock_dir)
@@ -69,17 +92,12 @@ def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = 
             raise UsageError(f"{run_dir}: another tuning run holds this service ({exc}); "
                              "attribute once it has ended") from None
         rs = ctx.rs
-        if rs.kept is None:
-            raise UsageError(f"{run_dir}: the run kept no config (it ended {rs.state.value} "
-                             "before its baseline): there is nothing to attribute")
-        if rs.attribution is not None and rs.attribution.get("status") == "complete":
-            say(f"attribution already recorded (decision {rs.attribution['decision']}): "
-                "nothing measured, the recorded result follows"
-                + ("; the settings given were not used" if section is not None else ""))
-            return rs.attribution
         try:
             result = attribute(ctx)
-        finally:
+        finally:  # interrupted or not, the service ends on the kept config
+            if rs.kept is not None and ctx.serving != rs.kept:
+                with contextlib.suppress(TunegateError):
+                    restore_kept(ctx)
             ctx.engine.finish()
             write_summary(ctx.run_dir, ctx.config, rs)
         return result

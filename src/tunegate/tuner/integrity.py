@@ -6,9 +6,10 @@ What binds the directory together (see :mod:`tunegate.tuner.journal` for the cha
   (``journal.head``, ``decisions.head``);
 * each ``measurements/<name>.json`` is bound by the SHA-256 its journal ``measurement`` record
   carries (``records_file``, ``records_sha256``), journalled right after the file was written;
-* ``kept.json`` is bound by a journal ``file`` record (``{"file": "kept.json", "sha256"}``),
-  journalled right after the file was written (:func:`write_vouched_json`); only the latest
-  such record vouches, so an older kept config copied back is refused too;
+* ``kept.json`` and ``attribution.json`` are bound by a journal ``file`` record (``{"file":
+  "kept.json", "sha256"}``), journalled right after the file was written
+  (:func:`write_vouched_json`); only the latest such record vouches, so an older kept config
+  copied back is refused too;
 * ``summary.json`` keeps a copy of both heads (``chain``, :func:`chain_heads`), so a journal
   whose end was cut off *and* whose head file was rewritten still shows.
 

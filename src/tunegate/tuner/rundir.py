@@ -3,8 +3,8 @@
 :func:`hold_service` takes the one-run-per-service lease and only then opens the journal and the
 decision log (every append is fenced by the lease), so a run refused the service writes
 nothing. A resumed run starts from the journal's last transition snapshot, folds in the
-measurements, ``learn`` reads and a finished attribution journalled after it
-(:meth:`RunState.absorb`), restores the engine's snapshot (the virtual clock, or stopping the
+measurements, ``learn`` reads, a finished attribution and engine snapshots journalled after it
+(:meth:`RunState.absorb`), restores the engine's newest snapshot (the virtual clock, or stopping the
 server a ``kill -9`` orphaned) and starts the config the resumed state expects to be serving.
 """
 
@@ -25,6 +25,9 @@ from tunegate.tuner.states import State
 
 ATTRIBUTION_RECORD = "attribution"
 """The journal record of a finished attribution (``tunegate.tuner.attribute``)."""
+ENGINE_RECORD = "engine"
+"""The engine's snapshot after a start between transitions (the attribution restarts the
+service once per config): a resumed run restores the newest one."""
 
 __all__ = ["LEASE_TTL_S", "SERVING_CANDIDATE", "expected_serving", "hold_service"]
 
@@ -76,18 +79,23 @@ def _open(ctx: TunerContext, resume: bool) -> None:
     after: list[dict[str, Any]] = []
     learnt: list[dict[str, Any]] = []
     attributed: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
     for record in ctx.journal.records:
         if record.type == "transition":
-            last, after, learnt, attributed = record.data["state"], [], [], None
+            last, after, learnt, attributed, engine = record.data["state"], [], [], None, None
         elif record.type == "measurement":
             after.append(record.data)
         elif record.type == "learn":
             learnt.append(record.data)
         elif record.type == ATTRIBUTION_RECORD:  # ``tunegate attribute`` after the run ended
             attributed = record.data
+        elif record.type == ENGINE_RECORD:
+            engine = record.data["state"]
     rs = ctx.rs = fresh if last is None else RunState.from_json(last)  # crashed before LEASE
     if attributed is not None:
         rs.attribution = attributed
+    if engine is not None:
+        rs.engine_state = engine
     if not rs.run_id:
         rs.run_id = fresh.run_id
     for measurement in after:

@@ -88,7 +88,10 @@ def test_changed_meaning_names_the_moved_figures_and_those_the_gauge_called_inva
     # TTFT moved; TPOT did not move but the gauge itself had called it invalid before the fix
     assert stream["changed_meaning"] == ["mean_ttft_ms", "mean_tpot_ms"]
     assert stream["invalid_before"] == ["mean_ttft_ms", "mean_tpot_ms"]
-    assert stream["metrics"]["mean_tpot_ms"]["verdict"] == NOT_ATTRIBUTABLE
+    # whatever the size of its move, a figure the gauge had rejected changed meaning
+    tpot = stream["metrics"]["mean_tpot_ms"]
+    assert tpot["verdict"] == MEASUREMENT
+    assert tpot["reason"].startswith("the gauge called this figure invalid before the fix")
 
 
 def test_without_an_invalid_verdict_only_the_moved_figures_changed_meaning() -> None:

@@ -103,7 +103,7 @@ def test_a_config_never_measured_or_with_one_repeat_is_not_measured_either() -> 
     cells["kept"]["values"]["x"] = cells["kept"]["values"]["x"][:1]
     out = analyse(synth.inputs(changes, design, cells))
     assert "+b was not measured" in synth.change(out, "b")["reason"]
-    assert "kept has 1 valid repeat(s) of x" in out["total"]["reason"]
+    assert "kept has 1 usable repeat(s) of x" in out["total"]["reason"]
     assert synth.change(out, "a")["verdict"] == IMPROVES
 
 

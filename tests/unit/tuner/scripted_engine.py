@@ -42,6 +42,8 @@ from tunegate.testing import make_record
 from tunegate.tuner import driver
 from tunegate.tuner.approval import Answer
 from tunegate.tuner.config import RunSection
+from tunegate.tuner.journal import read_journal
+from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
 from tunegate.workload.spec import RequestSpec, Workload
 
@@ -390,3 +392,40 @@ class WatchedTuner(driver.Tuner):
         self.world.phase, self.world.step_starts = self.rs.state.value, 0
         return super().step()
 
+
+
+@dataclass
+class ScriptedRun:
+    """What a finished (or crashed) run on the scripted world left: its world, its memory and
+    its directory, read back the way a person would (summary, report, journals)."""
+
+    world: World
+    rs: RunState
+    run_dir: Path
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.run_dir / "summary.json").read_text())
+        return data
+
+    @property
+    def report(self) -> str:
+        return (self.run_dir / "report.md").read_text()
+
+    def records(self, kind: str) -> list[dict[str, Any]]:
+        """The data of every ``kind`` record of ``journal.jsonl``, in order."""
+        return [r.data for r in read_journal(self.run_dir / "journal.jsonl").records
+                if r.type == kind]
+
+    def transitions(self) -> list[tuple[str, str, str]]:
+        """(from, event, to) of every journalled transition, in order."""
+        return [(t["from"], t["event"], t["state"]["state"]) for t in self.records("transition")]
+
+    def decisions(self, component: str | None = None) -> list[dict[str, Any]]:
+        return [r.data for r in read_journal(self.run_dir / "decisions.jsonl").records
+                if component is None or r.data["component"] == component]
+
+    def serves_kept(self) -> bool:
+        running = self.world.running
+        return running is not None and running.alive and key(running.params) == key(
+            self.rs.kept)

@@ -40,7 +40,6 @@ import json
 import shutil
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +54,6 @@ from tunegate.tuner.attribute_run import attribute_run
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.decisions import replay_decisions
 from tunegate.tuner.integrity import verify_run
-from tunegate.tuner.journal import read_journal
 from tunegate.tuner.outcomes import EndReason
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
@@ -64,6 +62,7 @@ _world: Any = importlib.import_module("tunegate_tests_scripted_engine")  # conft
 World = _world.World
 WatchedTuner = _world.WatchedTuner
 ScriptedEngine = _world.ScriptedEngine
+ScriptedRun = _world.ScriptedRun
 key: Callable[[Any], str] = _world.key
 
 CHUNKED = 1.2
@@ -145,56 +144,25 @@ def new_world(tmp_path: Path, name: str = "run", **script: Any) -> Any:
     return world
 
 
-@dataclass
-class Run:
-    """A finished (or crashed) run: its world, state and directory."""
-
-    world: Any
-    rs: RunState
-    run_dir: Path
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.run_dir / "summary.json").read_text())
-        return data
+class Run(ScriptedRun):
+    """A finished (or crashed) run, with its attribution."""
 
     @property
     def document(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.run_dir / "attribution.json").read_text())
         return data
 
-    @property
-    def report(self) -> str:
-        return (self.run_dir / "report.md").read_text()
-
     def section(self) -> str:
         """The report's Attribution section."""
         return self.report.split("## Attribution", 1)[1].split("\n## ", 1)[0]
-
-    def records(self, kind: str) -> list[dict[str, Any]]:
-        return [r.data for r in read_journal(self.run_dir / "journal.jsonl").records
-                if r.type == kind]
-
-    def transitions(self) -> list[tuple[str, str, str]]:
-        """(from, event, to) of every journalled transition, in order."""
-        return [(t["from"], t["event"], t["state"]["state"]) for t in self.records("transition")]
 
     def slots(self) -> list[tuple[str, int]]:
         """The (config, round) of every journalled attribution repeat, in order."""
         return [(m["attribution"]["cell"], m["attribution"]["round"])
                 for m in self.records("measurement") if m["role"] == "attribution"]
 
-    def decisions(self, component: str | None = None) -> list[dict[str, Any]]:
-        return [r.data for r in read_journal(self.run_dir / "decisions.jsonl").records
-                if component is None or r.data["component"] == component]
-
     def changes(self) -> dict[str, dict[str, Any]]:
         return {c["name"]: c for c in self.summary["attribution"]["changes"]}
-
-    def serves_kept(self) -> bool:
-        running = self.world.running
-        return running is not None and running.alive and key(running.params) == key(
-            self.rs.kept)
 
 
 def run_with(world: Any, config: TuneConfig, run_dir: Path, *, resume: bool = False) -> Run:
@@ -451,6 +419,33 @@ def test_a_config_that_fails_to_start_is_reported_and_the_others_measured(
     assert "config +max_num_seqs was not measured: " in run.section()
     assert run.rs.state is State.BUDGET_EXHAUSTED and run.serves_kept()
     assert world.violations == []
+
+
+def test_two_configs_in_a_row_failing_stop_the_experiment_and_a_rerun_retries_them(
+        tmp_path: Path, attributed: Run) -> None:
+    """Two configs failing to start one after the other make the environment suspect: the
+    experiment stops without a verdict, the kept config serves again and the run ends as the
+    search decided; once the service is healthy, ``tunegate attribute`` continues and tries
+    those two configs again instead of reporting them as broken."""
+    healthy = [False]
+    world = new_world(tmp_path)  # the baseline's engine params fail, during the experiment only
+    world.fails_to_start = lambda p: (not healthy[0] and world.phase == State.ATTRIBUTE.value
+                                      and key(p) == key(BASELINE))
+    config = make_config()
+    run = run_with(world, config, tmp_path / "run")
+    stopped = run.summary["attribution"]
+    assert stopped["status"].startswith("stopped: 2 configs in a row failed to start")
+    assert stopped["restored"] is True and run.serves_kept()
+    assert run.rs.state is State.BUDGET_EXHAUSTED
+    assert [r["in_a_row"] for r in run.records("attribution_stopped")] == [2]
+    assert run.decisions("attribution") == []  # no verdict on half an experiment
+    healthy[0] = True
+    killed(world)
+    result = attribute_again(world, run, config)
+    assert result["status"] == "complete" and result["failed"] == {}
+    assert Counter(cell for cell, _ in run.slots()) == {cell: REPEATS for cell in CELLS}
+    assert result["changes"] == attributed.summary["attribution"]["changes"]
+    assert run.serves_kept() and world.violations == []
 
 
 def fail_after_the_experiment(world: Any, starts: list[str]) -> None:

@@ -37,7 +37,6 @@ import importlib
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,6 @@ from tunegate.tuner import deciders
 from tunegate.tuner.approval import Answer
 from tunegate.tuner.config import TuneConfig, load_config
 from tunegate.tuner.decisions import replay_decisions
-from tunegate.tuner.journal import read_journal
 from tunegate.tuner.outcomes import EndReason
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
@@ -58,6 +56,7 @@ from tunegate.tuner.states import State
 _world: Any = importlib.import_module("tunegate_tests_scripted_engine")  # conftest.py
 World = _world.World
 WatchedTuner = _world.WatchedTuner
+ScriptedRun = _world.ScriptedRun
 key: Callable[[Any], str] = _world.key
 
 SOAK = {"duration_s": 1200, "window_s": 60}
@@ -104,42 +103,13 @@ def make_config(mode: str = "sandbox", *, soak: dict[str, Any] | None = None,
     return TuneConfig.model_validate(raw)
 
 
-@dataclass
-class Run:
-    """A finished (or crashed) run: its world, state and directory."""
-
-    world: Any
-    rs: RunState
-    run_dir: Path
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.run_dir / "summary.json").read_text())
-        return data
+class Run(ScriptedRun):
+    """A finished (or crashed) run, with its soak."""
 
     @property
     def soak_document(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.run_dir / "soak/soak.json").read_text())
         return data
-
-    @property
-    def report(self) -> str:
-        return (self.run_dir / "report.md").read_text()
-
-    def transitions(self) -> list[tuple[str, str, str]]:
-        """(from, event, to) of every journalled transition, in order."""
-        return [(r.data["from"], r.data["event"], r.data["state"]["state"])
-                for r in read_journal(self.run_dir / "journal.jsonl").records
-                if r.type == "transition"]
-
-    def decisions(self, component: str | None = None) -> list[dict[str, Any]]:
-        return [r.data for r in read_journal(self.run_dir / "decisions.jsonl").records
-                if component is None or r.data["component"] == component]
-
-    def serves_kept(self) -> bool:
-        running = self.world.running
-        return running is not None and running.alive and key(running.params) == key(
-            self.rs.kept)
 
 
 def run_with(world: Any, config: TuneConfig, run_dir: Path, *, resume: bool = False) -> Run:
