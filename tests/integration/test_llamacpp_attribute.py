@@ -427,7 +427,7 @@ def test_attribute_on_a_finished_run_measures_around_a_config_that_cannot_start(
     assert (v_cache["kind"], v_cache["before"], v_cache["after"]) == ("engine", "f16", "q8_0")
     assert (flash["kind"], flash["before"], flash["after"]) == ("engine", "off", "on")
     # the cache change alone never ran: no own effect, no interaction, said so
-    assert v_cache["verdict"] == NOT_MEASURED and "+cache_type_v did not start" in (
+    assert v_cache["verdict"] == NOT_MEASURED and "+cache_type_v failed (start: " in (
         v_cache["reason"])
     [interaction] = result["interactions"]
     assert interaction["id"] == "cache_type_v x flash_attn"

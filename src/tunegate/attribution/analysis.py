@@ -135,9 +135,9 @@ class _Analysis:
                 for key, w in _diff(keys[frozenset({name})], BASELINE).items():
                     _add(remainder, key, -w)
             self.tests.append(_Test("not_separated", "the changes together", metric, remainder))
-        if self.engine:
+        if self.engine:  # with one change the total is its own effect: judged once
             self.tests.append(_Test("total", "engine and environment", metric,
-                                    _diff(KEPT, BASELINE)))
+                                    _diff(KEPT, BASELINE), judged=len(self.engine) > 1))
         if self.gauge:
             for name in self.gauge:
                 plus = BASELINE if len(self.gauge) == 1 else f"{GAUGE_BEFORE}+{name}"
@@ -151,16 +151,15 @@ class _Analysis:
         found: dict[str, CellStats] = {}
         why: dict[str, str] = {}
         for key, cell in sorted(self.cells.items()):  # replay reads the inputs key-sorted
-            if cell.get("failed"):
-                why[key] = f"{key} did not start ({_first_line(str(cell['failed']))})"
-                continue
             values = [float(v) for v in (cell.get("values") or {}).get(metric) or []]
-            stats = cell_stats(values)
-            if stats is None:
+            stats = cell_stats(values)  # a config that failed later keeps what it measured
+            if stats is not None:
+                found[key] = stats
+            elif cell.get("failed"):
+                why[key] = f"{key} failed ({_first_line(str(cell['failed']))})"
+            else:
                 why[key] = (f"{key} has {len(values)} usable repeat(s) of {metric}"
                             + ("" if len(values) < 2 else " with a mean <= 0"))
-            else:
-                found[key] = stats
         return found, why
 
     def run(self) -> dict[str, Any]:
@@ -187,8 +186,13 @@ class _Analysis:
             test.p_adjusted = adjusted
             self.judge(test, rejected, float(thresholds[test.metric]["value"]),
                        direction[test.metric])
+        own = {t.metric: t for t in self.tests if t.group == "change"}
         for test in self.tests:
-            if test.estimate is not None and not test.judged:
+            if test.group == "total" and not test.judged and test.metric in own:
+                same = own[test.metric]
+                test.p_adjusted, test.verdict, test.reason = (same.p_adjusted, same.verdict,
+                                                              same.reason)
+            elif test.estimate is not None and not test.judged:
                 test.verdict, test.reason = "", ""
         return self.document(thresholds)
 
@@ -271,9 +275,11 @@ class _Analysis:
                                        "it measured something else (" + entry["reason"] + ")")
             changed = [m for m, e in metrics.items() if e["verdict"] == MEASUREMENT]
             extra = {"changed_meaning": changed, "invalid_before": before}
-            if changed:
-                extra["verdict"] = MEASUREMENT
-        top = {"metric": objective, **(metrics.get(objective) or {}), **extra}
+        # the headline is the objective's, except for a gauge change that changed the meaning
+        # of other figures: then the first of those (its verdict would contradict the numbers)
+        changed_meaning = extra.get("changed_meaning") or [objective]
+        shown = objective if objective in changed_meaning else changed_meaning[0]
+        top = {"metric": shown, **(metrics.get(shown) or {}), **extra}
         return {**change.to_dict(), **top, "metrics": metrics}
 
     def invalid_before(self, name: str) -> list[str]:

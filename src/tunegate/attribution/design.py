@@ -24,12 +24,16 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Literal
 
-from tunegate.attribution.changes import Change
+from tunegate.attribution.changes import BENCH_PREFIX, Change
 
-__all__ = ["BASELINE", "GAUGE_BEFORE", "KEPT", "MAX_FACTORIAL", "Cell", "Design", "plan_design"]
+__all__ = ["ALWAYS_FACTORIAL", "BASELINE", "GAUGE_BEFORE", "KEPT", "MAX_FACTORIAL", "Cell",
+           "Design", "plan_design"]
 
 MAX_FACTORIAL = 4
 """Engine changes up to which the full factorial is measured (16 configs)."""
+ALWAYS_FACTORIAL = 3
+"""Up to this many changes the factorial is measured whatever ``max_factorial`` says: ``2**k``
+configs are then no more than one at a time's ``2k + 2``, and tell more."""
 
 BASELINE = "baseline"
 """The cell with no engine change (and the fixed gauge)."""
@@ -72,7 +76,7 @@ class Cell:
         bench = dict(before)
         for change in changes:
             if change.name in self.gauge_on:
-                bench[change.name.removeprefix("benchmark.")] = change.after
+                bench[change.name.removeprefix(BENCH_PREFIX)] = change.after
         return bench
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,6 +132,8 @@ def plan_design(changes: Sequence[Change], *, max_factorial: int = MAX_FACTORIAL
         >>> [c.key for c in plan_design(cs).cells]
         ['gauge-before', 'baseline', '+a', '+b', 'kept']
     """
+    if not changes:
+        return Design("none", ())
     gauge = frozenset(c.name for c in changes if c.kind == "gauge")
     engine = [c.name for c in changes if c.kind != "gauge"]
     every = frozenset(engine)
@@ -137,10 +143,9 @@ def plan_design(changes: Sequence[Change], *, max_factorial: int = MAX_FACTORIAL
         if len(gauge) > 1:
             cells += [Cell(f"{GAUGE_BEFORE}+{g}", frozenset(), frozenset({g}))
                       for g in sorted(gauge)]
-    if not changes:
-        return Design("none", ())
     subsets: list[frozenset[str]]
-    if len(engine) <= max(max_factorial, 2):  # with two, one at a time is the factorial
+    # up to three changes the factorial (2^k) costs no more than one at a time (2k + 2)
+    if len(engine) <= max(max_factorial, ALWAYS_FACTORIAL):
         method: Method = "factorial" if engine else "gauge_only"
         subsets = [frozenset(s) for size in range(len(engine) + 1)
                    for s in combinations(engine, size)]

@@ -12,9 +12,11 @@ Writes ``RUN_DIR/attribution.json``, adds an Attribution section to ``report.md`
 ``summary.json``; every repeat and decision joins the run's journal (``tunegate replay RUN_DIR``
 re-derives them). Interrupted, it continues where it stopped when run again.
 
-Exit codes: 0 attributed (or already attributed: the recorded result is shown); 2 usage (not a
-finished run directory, another run holds the service); 4 the kept config did not start again
-afterwards; 130 interrupted (run it again to continue).
+Exit codes: 0 attributed (or already attributed: the recorded result is shown; or nothing to
+attribute); 2 usage (not a finished run directory, another run holds the service); 4 the kept
+config did not start again afterwards, or the experiment stopped without a verdict because two
+configs in a row failed to start (run it again once the service is healthy); 5 production mode
+and nobody confirmed the experiment; 130 interrupted (run it again to continue).
 """
 
 from __future__ import annotations
@@ -26,15 +28,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pydantic
 from rich.markup import escape
 from rich.table import Table
 
 from tunegate.cli.console import console
 from tunegate.errors import UsageError
 
-__all__ = ["attribution_table", "run"]
+__all__ = ["attribution_table", "exit_code", "run"]
 
-EXIT_NOT_RESTORED = 4
+EXIT_ABNORMAL = 4
+EXIT_DECLINED = 5
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                         help="a finished `tunegate tune` run directory")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="repeats per config (default: [attribution] repeats, else power "
-                             "analysis)")
+                        help="repeats per config, rounded up to an even number (default: "
+                             "[attribution] repeats, else power analysis)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as JSON on stdout (progress on stderr)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -102,11 +106,14 @@ def run(argv: Sequence[str]) -> int:
     config = config_from_journal(run_dir, option="RUN_DIR")
     section = None
     if args.repeats is not None:
-        if args.repeats < 2:
-            raise UsageError(f"--repeats {args.repeats}: at least 2 repeats per config")
         base = config.attribution or AttributionSection()
-        section = base.model_copy(update={"repeats": args.repeats,
-                                          "max_repeats": max(base.max_repeats, args.repeats)})
+        try:
+            section = AttributionSection.model_validate(
+                {**base.model_dump(), "repeats": args.repeats,
+                 "max_repeats": max(base.max_repeats, args.repeats)})
+        except pydantic.ValidationError as exc:
+            why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise UsageError(f"--repeats {args.repeats}: {why}") from None
     out = sys.stderr if args.json else sys.stdout
 
     def say(line: str) -> None:
@@ -119,8 +126,18 @@ def run(argv: Sequence[str]) -> int:
         print()
     elif result.get("status") == "complete":
         console.print(attribution_table(result))
-        console.print(f"written: {escape(str(run_dir / 'attribution.json'))}, report.md "
-                      "(Attribution section)")
+        if not result.get("from_journal"):
+            console.print(f"written: {escape(str(run_dir / 'attribution.json'))}, report.md "
+                          "(Attribution section)")
     else:
         console.print(escape(str(result.get("status"))))
-    return 0 if result.get("restored", True) else EXIT_NOT_RESTORED
+    return exit_code(result)
+
+
+def exit_code(result: dict[str, Any]) -> int:
+    """0 attributed (or nothing to attribute); 4 the kept config did not come back, or the
+    experiment stopped (two configs in a row failed to start); 5 declined in production mode."""
+    status = str(result.get("status"))
+    if not result.get("restored", True) or status.startswith("stopped"):
+        return EXIT_ABNORMAL
+    return EXIT_DECLINED if status.startswith("declined") else 0

@@ -181,11 +181,11 @@ def _attribute(run_dir: Path, control: dict[str, Any], article: dict[str, Any],
     """Attribute the tuning run's kept config; true when the gauge and the engine change came
     out as such."""
     from tunegate.cli.attribute import attribution_table
+    from tunegate.cli.tune import config_from_journal
     from tunegate.tuner.attribute_run import attribute_run
-    from tunegate.tuner.seed_story import default_config
 
     with console.status("attributing", spinner="dots"):
-        result = attribute_run(default_config(), run_dir)
+        result = attribute_run(config_from_journal(run_dir), run_dir)
     console.print(attribution_table(result))
     kinds = {c["name"]: (c["kind"], c["metrics"].get("mean_ttft_ms") or {})
              for c in result["changes"]}

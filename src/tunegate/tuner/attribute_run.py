@@ -23,8 +23,11 @@ from typing import Any
 
 from tunegate.errors import LeaseBusyError, TunegateError, UsageError
 from tunegate.servers.engine import Engine
-from tunegate.tuner.attribute import attribute, has_changes, restore_kept
+from tunegate.tuner.approval import Answer
+from tunegate.tuner.attribute import attribute, ensure_kept_serving, plan, question
 from tunegate.tuner.config import AttributionSection, TuneConfig
+from tunegate.tuner.context import Confirm, TunerContext
+from tunegate.tuner.deciders import attribution_repeats
 from tunegate.tuner.driver import Tuner
 from tunegate.tuner.journal import read_journal
 from tunegate.tuner.rundir import ATTRIBUTION_RECORD, hold_service
@@ -49,13 +52,15 @@ def _recorded_state(run_dir: Path) -> RunState | None:
 def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = None,
                   say: Callable[[str], None] = lambda line: None,
                   lock_dir: Path | None = None,
-                  section: AttributionSection | None = None) -> dict[str, Any]:
+                  section: AttributionSection | None = None,
+                  confirm: Confirm | None = None) -> dict[str, Any]:
     """Attribute the kept config of the finished run in ``run_dir``; returns the summary's
     ``attribution`` section.
 
     Args:
         config: The run's config (from its journal).
-        engine / say / lock_dir: As for :class:`~tunegate.tuner.driver.Tuner`.
+        engine / say / lock_dir / confirm: As for :class:`~tunegate.tuner.driver.Tuner`
+            (production mode asks before the service is touched: silence means no).
         section: ``[attribution]`` settings overriding the run's own (or the defaults).
 
     Raises:
@@ -76,15 +81,24 @@ def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = 
         say(f"attribution already recorded (decision {recorded.attribution['decision']}): "
             "nothing measured, the recorded result follows"
             + ("; the settings given were not used" if section is not None else ""))
-        return recorded.attribution
-    if not has_changes(config, recorded):
+        return {**recorded.attribution, "from_journal": True}
+    if section is not None:
+        config = config.model_copy(update={"attribution": section})
+    changes, design, repeat_inputs = plan(config, recorded)
+    if not changes:
         say("the kept config is the baseline: nothing to attribute, nothing measured")
         return {"status": "nothing to attribute", "changes": [], "interactions": [],
                 "file": None, "restored": True}
-    if section is not None:
-        config = config.model_copy(update={"attribution": section})
-    tuner = Tuner(config, run_dir, engine=engine, say=say, lock_dir=lock_dir)
+    tuner = Tuner(config, run_dir, engine=engine, confirm=confirm, say=say, lock_dir=lock_dir)
     ctx = tuner.ctx
+    answer = None
+    if config.run.mode == "production":  # asked before the service is touched
+        repeats = int(attribution_repeats(repeat_inputs, config.run.seed)["n"])
+        answer = ctx.confirm(config.run, question(recorded, design, repeats, -1))
+        if answer is not Answer.YES:
+            say("production mode: the experiment was not confirmed; nothing measured")
+            return {"status": "declined: production mode, the experiment was not confirmed",
+                    "changes": [], "interactions": [], "file": None, "restored": True}
     try:
         try:
             hold_service(ctx, resume=True)
@@ -92,14 +106,24 @@ def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = 
             raise UsageError(f"{run_dir}: another tuning run holds this service ({exc}); "
                              "attribute once it has ended") from None
         rs = ctx.rs
-        try:
-            result = attribute(ctx)
-        finally:  # interrupted or not, the service ends on the kept config
-            if rs.kept is not None and ctx.serving != rs.kept:
-                with contextlib.suppress(TunegateError):
-                    restore_kept(ctx)
-            ctx.engine.finish()
-            write_summary(ctx.run_dir, ctx.config, rs)
+        if rs.attribution is not None and rs.attribution.get("status") == "complete":
+            say("attribution recorded meanwhile by another process: nothing measured")
+            result: dict[str, Any] = {**rs.attribution, "from_journal": True}
+        else:
+            result = _attribute(ctx, answer)
         return result
     finally:
         tuner.close()
+
+
+def _attribute(ctx: TunerContext, answer: Answer | None) -> dict[str, Any]:
+    """The experiment on the held service; interrupted or not, it ends on the kept config."""
+    rs = ctx.rs
+    try:
+        return attribute(ctx, answer=answer)
+    finally:
+        if rs.kept is not None and ctx.serving != rs.kept:
+            with contextlib.suppress(TunegateError):
+                ensure_kept_serving(ctx)
+        ctx.engine.finish()
+        write_summary(ctx.run_dir, ctx.config, rs)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunegate.attribution.changes import BENCH_PREFIX
 from tunegate.servers.adapters import ServerConfig
 from tunegate.servers.engine import BenchSettings, Engine
 from tunegate.servers.lifecycle import RestartOutcome, RestartStatus
@@ -36,8 +37,6 @@ from tunegate.workload.spec import Workload
 
 __all__ = ["BENCH_PREFIX", "Confirm", "TunerContext", "failed_steps", "restart_failure"]
 
-BENCH_PREFIX = "benchmark."
-"""Search parameters named ``benchmark.*`` are benchmark settings, not engine flags."""
 
 Confirm = Callable[[RunSection, Mapping[str, Any]], Answer]
 """Asks the operator to approve a change (production mode); silence is ``Answer.ABSENT``."""

@@ -353,8 +353,11 @@ def attribution_repeats(inputs: Mapping[str, Any], seed: int | None) -> dict[str
         except ConfigError:
             n, reason = int(inputs["max_repeats"]), "power analysis: more than the cap"
         if n > int(inputs["max_repeats"]):
-            n, reason = int(inputs["max_repeats"]), reason + f"; capped at {n}"
-    even = max(2, n + n % 2)
+            n = int(inputs["max_repeats"])
+            reason += f"; capped at {n}"
+    even = n + n % 2  # an even number of rounds cancels a linear drift
+    if even > max(int(inputs["max_repeats"]), 2):
+        even = n - 1  # an odd cap rounds down
     if even != n:
         reason += f"; {even} (an even number of rounds cancels a linear drift)"
     return {"n": even, "reason": reason}

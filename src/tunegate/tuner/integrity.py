@@ -224,8 +224,8 @@ def verify_run(run_dir: Path) -> RunCheck:
                               f"{len(decisions.records)} records: the journal was emptied")
     measured, check.files = _check_measurements(run_dir, journal)
     check.problems += measured
-    vouched = {KEPT} | {str(r.data.get("file")) for r in journal.records
-                        if r.type == FILE_RECORD}  # kept.json, attribution.json...
+    vouched = {KEPT} | {str(r.data["file"]) for r in journal.records
+                        if r.type == FILE_RECORD and r.data.get("file")}  # attribution.json
     for name in sorted(vouched):
         check.problems += _check_vouched_file(run_dir, name, journal)
         check.files += (run_dir / name).exists()
