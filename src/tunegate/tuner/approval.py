@@ -5,7 +5,8 @@ Three ways to ask, chosen by ``[run] approval``:
 * ``prompt``: ask on the terminal; without a terminal nobody can answer, so the answer is
   *absent* (fail closed);
 * ``file``: wait for the approval file to hold ``{"trial": N, "approve": true|false}`` for this
-  change (unattended runs: a person or a ticketing hook writes it);
+  change (unattended runs: a person or a ticketing hook writes it); the attribution's
+  experiment is ``{"trial": "attribution", ...}``, so no trial's approval approves it;
 * ``command``: run an argv with the change as JSON on stdin; exit 0 approves, exit 1 declines,
   anything else (or the timeout) is absent.
 
@@ -41,8 +42,10 @@ Confirmer = Callable[[Mapping[str, Any]], Answer]
 def _prompt(change: Mapping[str, Any]) -> Answer:
     if not sys.stdin.isatty():
         return Answer.ABSENT
-    verb = "deliver" if change.get("deliver") else "apply"
-    print(f"tunegate: {verb} trial {change['trial']} ({change['reason']})?")
+    verb = ("deliver" if change.get("deliver") else
+            "run the experiment" if change.get("attribution") else "apply")
+    what = "" if change.get("attribution") else f" trial {change['trial']}"
+    print(f"tunegate: {verb}{what} ({change['reason']})?")
     for name, (old, new) in change["diff"].items():
         print(f"  {name}: {old!r} -> {new!r}")
     soak = change.get("soak")

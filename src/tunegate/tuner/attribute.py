@@ -186,13 +186,16 @@ def plan(config: TuneConfig, rs: RunState) -> tuple[list[Change], Design, dict[s
     return changes, plan_design(changes, max_factorial=section.max_factorial), repeat_inputs
 
 
-def question(rs: RunState, design: Design, repeats: int, asked_at: int) -> dict[str, Any]:
-    """What production mode asks a person before the experiment (``asked_at``: the journal's
-    length, so a second answer after a first "no" is recorded as a decision of its own)."""
-    return {"trial": rs.kept_trial, "attribution": True, "asked_at": asked_at,
+def question(changes: list[Change], design: Design, repeats: int,
+             asked_at: int) -> dict[str, Any]:
+    """What production mode asks a person before the experiment. ``trial`` is
+    ``"attribution"`` (an approval file's answer for a trial never approves it); ``asked_at``
+    is the journal's length, so a second answer after a first "no" is a decision of its own."""
+    return {"trial": "attribution", "attribution": True, "asked_at": asked_at,
             "reason": f"attribute the kept config's changes: {len(design.cells)} configs x "
                       f"{repeats} repeats, a restart before each repeat, the kept config "
                       "restored after",
+            "diff": {c.name: [c.before, c.after] for c in changes},
             "configs": [c.key for c in design.cells]}
 
 
@@ -215,8 +218,8 @@ def attribute(ctx: TunerContext, *, answer: Answer | None = None) -> dict[str, A
     repeat_plan, _ = ctx.decide(DecisionKind.ATTRIBUTION, "attribution_repeats", repeat_inputs)
     repeats = int(repeat_plan["n"])
     done, failed = _progress(ctx)
-    if (answer is not None or not (done or failed)) and not _confirmed(ctx, design, repeats,
-                                                                       answer):
+    asks = answer is not None or not (done or failed)
+    if asks and not _confirmed(ctx, changes, design, repeats, answer):
         rs.attribution = {"status": "declined: production mode, the experiment was not "
                           "confirmed", "changes": [], "interactions": [], "file": None,
                           "restored": True}
@@ -274,13 +277,14 @@ def _story_line(change: Mapping[str, Any]) -> str:
             f"[{change['ci_low']:+.1%}, {change['ci_high']:+.1%}]")
 
 
-def _confirmed(ctx: TunerContext, design: Design, repeats: int, answer: Answer | None) -> bool:
+def _confirmed(ctx: TunerContext, changes: list[Change], design: Design, repeats: int,
+               answer: Answer | None) -> bool:
     """Production mode: the experiment restarts the service with configs that are not the kept
     one (the baseline among them), so a person approves it first; silence means no."""
     if ctx.config.run.mode != "production":
         return True
     assert ctx.journal is not None
-    change = question(ctx.rs, design, repeats, len(ctx.journal.records))
+    change = question(changes, design, repeats, len(ctx.journal.records))
     if answer is None:
         answer = ctx.confirm(ctx.config.run, change)
     ctx.record(DecisionKind.APPROVAL, "operator", "1", change, {"answer": answer.value})

@@ -37,16 +37,17 @@ from tunegate.tuner.summary import write_summary
 __all__ = ["attribute_run"]
 
 
-def _recorded_state(run_dir: Path) -> RunState | None:
+def _recorded_state(run_dir: Path) -> tuple[RunState | None, int]:
     """The run's memory at its last transition, with a finished attribution journalled after
-    it (``None``: the run stopped before its first transition)."""
+    it (``None``: the run stopped before its first transition), and the journal's length."""
     state: RunState | None = None
-    for record in read_journal(run_dir / "journal.jsonl").records:
+    records = read_journal(run_dir / "journal.jsonl").records
+    for record in records:
         if record.type == "transition":
             state = RunState.from_json(record.data["state"])
         elif record.type == ATTRIBUTION_RECORD and state is not None:
             state.attribution = record.data
-    return state
+    return state, len(records)
 
 
 def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = None,
@@ -68,7 +69,7 @@ def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = 
             holds the service.
     """
     run_dir = Path(run_dir)
-    recorded = _recorded_state(run_dir)
+    recorded, length = _recorded_state(run_dir)
     if recorded is None or not recorded.state.is_final:
         where = ("before its first state" if recorded is None
                  else f"in state {recorded.state.value}")
@@ -94,7 +95,7 @@ def attribute_run(config: TuneConfig, run_dir: Path, *, engine: Engine | None = 
     answer = None
     if config.run.mode == "production":  # asked before the service is touched
         repeats = int(attribution_repeats(repeat_inputs, config.run.seed)["n"])
-        answer = ctx.confirm(config.run, question(recorded, design, repeats, -1))
+        answer = ctx.confirm(config.run, question(changes, design, repeats, length))
         if answer is not Answer.YES:
             say("production mode: the experiment was not confirmed; nothing measured")
             return {"status": "declined: production mode, the experiment was not confirmed",

@@ -244,6 +244,13 @@ class AttributionSection(Strict):
                                "every combination is measured (2^k configs); more: one at a "
                                "time")
 
+    @model_validator(mode="after")
+    def _repeats_within_the_cap(self) -> AttributionSection:
+        if isinstance(self.repeats, int) and self.repeats > self.max_repeats:
+            raise ValueError(f"attribution.repeats = {self.repeats} exceeds "
+                             f"attribution.max_repeats = {self.max_repeats}")
+        return self
+
 
 class TuneConfig(Strict):
     """A whole tuning run's configuration (see the module docstring)."""

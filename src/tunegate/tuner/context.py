@@ -37,7 +37,6 @@ from tunegate.workload.spec import Workload
 
 __all__ = ["BENCH_PREFIX", "Confirm", "TunerContext", "failed_steps", "restart_failure"]
 
-
 Confirm = Callable[[RunSection, Mapping[str, Any]], Answer]
 """Asks the operator to approve a change (production mode); silence is ``Answer.ABSENT``."""
 

@@ -341,6 +341,7 @@ def attribution_repeats(inputs: Mapping[str, Any], seed: int | None) -> dict[str
     relative noise, from the run's baseline), ``multiplier``, ``floor``, ``alpha``, ``power``,
     ``max_repeats``, ``fixed`` (``[attribution] repeats`` when set).
     """
+    cap = max(int(inputs["max_repeats"]), 2)
     if inputs["fixed"] is not None:
         n, reason = int(inputs["fixed"]), "configured"
     else:
@@ -352,11 +353,11 @@ def attribution_repeats(inputs: Mapping[str, Any], seed: int | None) -> dict[str
                       f"power {inputs['power']:.0%}")
         except ConfigError:
             n, reason = int(inputs["max_repeats"]), "power analysis: more than the cap"
-        if n > int(inputs["max_repeats"]):
-            n = int(inputs["max_repeats"])
-            reason += f"; capped at {n}"
+    if n > cap:
+        n = cap
+        reason += f"; capped at {n}"
     even = n + n % 2  # an even number of rounds cancels a linear drift
-    if even > max(int(inputs["max_repeats"]), 2):
+    if even > cap:
         even = n - 1  # an odd cap rounds down
     if even != n:
         reason += f"; {even} (an even number of rounds cancels a linear drift)"

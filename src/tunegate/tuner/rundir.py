@@ -27,9 +27,10 @@ ATTRIBUTION_RECORD = "attribution"
 """The journal record of a finished attribution (``tunegate.tuner.attribute``)."""
 ENGINE_RECORD = "engine"
 """The engine's snapshot after a start between transitions (the attribution restarts the
-service once per config): a resumed run restores the newest one."""
+service before every repeat): a resumed run restores the newest one."""
 
-__all__ = ["LEASE_TTL_S", "SERVING_CANDIDATE", "expected_serving", "hold_service"]
+__all__ = ["ATTRIBUTION_RECORD", "ENGINE_RECORD", "LEASE_TTL_S", "SERVING_CANDIDATE",
+           "expected_serving", "hold_service"]
 
 LEASE_TTL_S = 30.0
 

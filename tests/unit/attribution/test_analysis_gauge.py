@@ -153,3 +153,51 @@ def test_each_gauge_fix_is_judged_against_the_gauge_as_first_configured() -> Non
     assert stream["changed_meaning"] == ["mean_ttft_ms"]
     assert eos["changed_meaning"] == ["output_throughput"]
     assert out["total"]["metrics"]["output_throughput"]["effect"] == pytest.approx(0, abs=0.04)
+
+
+# ---- a gauge change's headline ---------------------------------------------------------------
+HEADLINE = ("metric", "effect", "ci_low", "ci_high", "verdict", "reason")
+
+
+def test_a_gauge_change_s_headline_is_the_first_figure_whose_meaning_changed() -> None:
+    """Objective throughput, which streaming does not move: the headline is TTFT's, the first
+    figure it changed the meaning of, so its verdict never sits beside a near-zero effect."""
+    changes = [STREAM, CHUNKED]
+    design = plan_design(changes)
+    cells = synth.measure(design, scene, seed=4)
+    cells["gauge-before"]["invalid_metrics"] = ["mean_tpot_ms", "mean_ttft_ms"]
+    by_throughput = (METRICS[2], *METRICS[:2], METRICS[3])
+    stream = synth.change(analyse(synth.inputs(changes, design, cells, by_throughput)),
+                          "benchmark.stream")
+    assert stream["changed_meaning"] == ["mean_ttft_ms", "mean_tpot_ms"]
+    ttft = stream["metrics"]["mean_ttft_ms"]
+    assert {k: stream[k] for k in HEADLINE} == {"metric": "mean_ttft_ms",
+                                                **{k: ttft[k] for k in HEADLINE[1:]}}
+    assert stream["verdict"] == MEASUREMENT
+    assert stream["effect"] == pytest.approx(780 / 2000 - 1, abs=0.03)
+    throughput = stream["metrics"]["output_throughput"]
+    assert throughput["verdict"] == NOT_ATTRIBUTABLE  # shown under metrics, not as headline
+
+
+def test_a_gauge_change_s_headline_is_the_objective_when_its_meaning_changed(
+        out: dict[str, Any]) -> None:
+    stream = synth.change(out, "benchmark.stream")
+    assert stream["changed_meaning"][0] == "mean_ttft_ms" == out["objective"]
+    ttft = stream["metrics"]["mean_ttft_ms"]
+    assert {k: stream[k] for k in HEADLINE} == {"metric": "mean_ttft_ms",
+                                                **{k: ttft[k] for k in HEADLINE[1:]}}
+
+
+def test_a_gauge_change_that_changed_no_meaning_is_headlined_by_the_objective() -> None:
+    """ignore_eos here moves nothing (every answer ran to its length anyway): no figure
+    changed meaning, and its headline is the objective's own verdict."""
+    changes = [IGNORE_EOS, STREAM, CHUNKED]
+    design = plan_design(changes)
+    cells = synth.measure(design, scene, seed=9)
+    eos = synth.change(analyse(synth.inputs(changes, design, cells, METRICS)),
+                       "benchmark.ignore_eos")
+    assert eos["changed_meaning"] == []
+    ttft = eos["metrics"]["mean_ttft_ms"]
+    assert {k: eos[k] for k in HEADLINE} == {"metric": "mean_ttft_ms",
+                                             **{k: ttft[k] for k in HEADLINE[1:]}}
+    assert eos["verdict"] == NOT_ATTRIBUTABLE

@@ -95,6 +95,28 @@ def test_a_failed_kept_config_leaves_the_total_unmeasured() -> None:
     assert synth.change(out, "a")["verdict"] == IMPROVES
 
 
+def test_a_config_that_failed_after_two_repeats_keeps_what_it_measured() -> None:
+    """A config whose later repeat failed (the server died under load) still has two usable
+    values: its effects are estimated from them, as for any config."""
+    changes = [synth.engine("a"), synth.engine("b")]
+    design = plan_design(changes)
+    cells = synth.measure(design, synth.multiplicative({"a": 0.2, "b": 0.2}), seed=5)
+    cells["+b"]["values"]["x"] = cells["+b"]["values"]["x"][:2]
+    cells["+b"]["failed"] = "a repeat failed: connection refused"
+    out = analyse(synth.inputs(changes, design, cells))
+    b = synth.change(out, "b")
+    assert b["verdict"] != NOT_MEASURED and b["ci_low"] < 0.2 < b["ci_high"]
+    assert b["effect"] == pytest.approx(0.2, abs=0.05)
+    assert synth.interaction(out, "a x b")["effect"] is not None
+
+
+def test_a_failed_config_without_values_says_its_failure_s_first_line() -> None:
+    out = with_failure("+b", "exited with code 1\nTraceback (most recent call last):\n  ...")
+    b = synth.change(out, "b")
+    assert b["verdict"] == NOT_MEASURED
+    assert b["reason"] == "+b failed (exited with code 1)"
+
+
 def test_a_config_never_measured_or_with_one_repeat_is_not_measured_either() -> None:
     changes = [synth.engine("a"), synth.engine("b")]
     design = plan_design(changes)
@@ -184,3 +206,27 @@ def test_a_single_change_is_judged_kept_against_baseline() -> None:
     out = analyse(synth.inputs([synth.engine("a")], design, cells))
     assert out["interactions"] == []
     assert synth.change(out, "a")["effect"] == pytest.approx(out["total"]["effect"])
+
+
+def test_with_one_engine_change_the_total_is_its_verdict_judged_once() -> None:
+    """With one engine change the total is the same contrast as the change's own effect: it
+    carries that verdict and adjusted p, and is not a second test in the BH family (which
+    holds the change's effect and the gauge's, per metric)."""
+    changes = [synth.gauge("stream"), synth.engine("a")]
+    design = plan_design(changes)
+
+    def truth(cell: Cell) -> dict[str, float]:
+        on, fixed = "a" in cell.on, "benchmark.stream" in cell.gauge_on
+        return {"output_throughput": 1000.0 * (1.06 if on else 1.0),
+                "mean_ttft_ms": 200.0 * (1.0 if fixed else 1.05) * (0.97 if on else 1.0)}
+
+    out = analyse(synth.inputs(changes, design, synth.measure(design, truth, seed=11),
+                               METRICS))
+    a, stream = synth.change(out, "a"), synth.change(out, "benchmark.stream")
+    for metric, _ in METRICS:
+        own, total = a["metrics"][metric], out["total"]["metrics"][metric]
+        assert (total["verdict"], total["p_adjusted"], total["reason"]) == (
+            own["verdict"], own["p_adjusted"], own["reason"]), metric
+    family = [e["metrics"][m] for e in (a, stream) for m, _ in METRICS]
+    assert [t["p_adjusted"] for t in family] == pytest.approx(
+        list(benjamini_hochberg([t["p"] for t in family], 0.05).adjusted))

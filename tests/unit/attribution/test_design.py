@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tunegate.attribution.changes import Change
-from tunegate.attribution.design import MAX_FACTORIAL, Cell, plan_design
+from tunegate.attribution.design import ALWAYS_FACTORIAL, MAX_FACTORIAL, Cell, plan_design
 
 synth: Any = importlib.import_module("tunegate_tests_attribution_synth")  # conftest.py
 
@@ -71,6 +71,20 @@ def test_max_factorial_decides_between_the_designs() -> None:
     five = [synth.engine(n) for n in NAMES[:5]]
     assert plan_design(five, max_factorial=5).method == "factorial"
     assert len(plan_design(five, max_factorial=5).cells) == 32
+
+
+def test_up_to_three_changes_are_the_factorial_whatever_max_factorial_says() -> None:
+    """With three changes the factorial's 8 configs cost no more than one at a time's 2k + 2
+    and tell more (every interaction): a lower max_factorial does not trade it away."""
+    three = [synth.engine(n) for n in NAMES[:3]]
+    for max_factorial in (1, 2, 3):
+        design = plan_design(three, max_factorial=max_factorial)
+        assert design.method == "factorial", max_factorial
+        assert len(design.cells) == 8
+    assert ALWAYS_FACTORIAL == 3
+    four = [synth.engine(n) for n in NAMES[:4]]
+    assert plan_design(four, max_factorial=3).method == "one_at_a_time"
+    assert plan_design(four, max_factorial=1).method == "one_at_a_time"
 
 
 def test_one_at_a_time_never_lists_a_config_twice() -> None:

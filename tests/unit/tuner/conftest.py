@@ -1,7 +1,8 @@
 """The scripted world beside this file (``scripted_engine.py``), registered once as
 ``tunegate_tests_scripted_engine``: tests are imported by path (``--import-mode=importlib``),
 not as a package, and the state-machine tests (``test_driver_fsm.py``, ``test_soak_state.py``)
-import it by that name."""
+import it by that name. ``attribute_world.py`` (the attribution's world, config and run
+readers) is registered the same way, as ``tunegate_tests_attribute_world``, after it."""
 
 from __future__ import annotations
 
@@ -17,4 +18,16 @@ if SCRIPTED_WORLD not in sys.modules:
     assert _spec is not None and _spec.loader is not None
     _module = importlib.util.module_from_spec(_spec)
     sys.modules[SCRIPTED_WORLD] = _module
+    _spec.loader.exec_module(_module)
+
+ATTRIBUTE_WORLD = "tunegate_tests_attribute_world"
+"""``attribute_world.py``: the world, config and run readers of ``test_attribute_state.py``
+and ``test_attribute_failures.py``."""
+
+if ATTRIBUTE_WORLD not in sys.modules:
+    _spec = importlib.util.spec_from_file_location(
+        ATTRIBUTE_WORLD, Path(__file__).with_name("attribute_world.py"))
+    assert _spec is not None and _spec.loader is not None
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules[ATTRIBUTE_WORLD] = _module
     _spec.loader.exec_module(_module)

@@ -4,7 +4,9 @@ Specifications: the run's budget chooses the proposer (a small one the layered s
 Bayesian optimisation) and the recorded version tells such decisions apart from older logs;
 recorded ``tell`` events pass their metric means to the proposer (old events without them still
 replay); ``early_stop`` applies ASHA's rule and says why in words; ``[search]`` validates with
-errors naming the field; a snapshot written before ``first_scores`` existed still loads.
+errors naming the field; a snapshot written before ``first_scores`` existed still loads; the
+attribution's repeats are even (an interleaved order then cancels a linear drift), at least 2 and
+never past the cap.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 from tunegate.errors import ConfigError
 from tunegate.search.proposer import BaseProposer
 from tunegate.search.selection import min_bo_budget
+from tunegate.stats.power import sample_size_t
 from tunegate.tuner import deciders
 from tunegate.tuner.config import TuneConfig, load_config
 from tunegate.tuner.decisions import DecisionLog, replay_decisions
@@ -213,3 +216,45 @@ def test_the_sequential_gate_plans_at_least_its_smallest_cap() -> None:
     assert raised["n"] == 5 and "5 for the sequential gate" in raised["reason"]
     assert repeat_plan({**PLAN, "sigma": 0.02, "at_least": 5}, 0)["n"] == 10  # never lowered
     assert repeat_plan({**PLAN, "at_least": 50}, 0)["n"] == 10  # never past the cap
+
+
+# ---- the attribution's repeats per config -------------------------------------------------
+ATTRIBUTION = {"sigma": 0.015, "multiplier": 2.0, "floor": 0.03, "alpha": 0.05, "power": 0.9,
+               "max_repeats": 10, "fixed": None}
+"""At 1.5% noise the power analysis asks for 7 repeats per config (threshold 3%, power 90%)."""
+
+
+def attribution_n(**inputs: Any) -> int:
+    return int(deciders.attribution_repeats({**ATTRIBUTION, **inputs}, None)["n"])
+
+
+def test_attribution_repeats_round_up_to_an_even_number() -> None:
+    assert sample_size_t(0.015, 0.03, 0.05, 0.9) == 7
+    assert attribution_n() == 8
+    assert attribution_n(fixed=3) == 4
+    plan = deciders.attribution_repeats({**ATTRIBUTION, "fixed": 3}, None)
+    assert plan["reason"] == "configured; 4 (an even number of rounds cancels a linear drift)"
+    assert attribution_n(fixed=4) == 4
+
+
+def test_an_odd_cap_on_attribution_repeats_rounds_down() -> None:
+    """Rounding up past ``max_repeats`` would break the cap: an odd cap rounds down."""
+    assert attribution_n(max_repeats=5) == 4  # power analysis asked 7
+    plan = deciders.attribution_repeats({**ATTRIBUTION, "max_repeats": 5}, None)
+    assert "capped at 5; 4 (an even number" in plan["reason"]
+    assert attribution_n(fixed=5, max_repeats=5) == 4
+    assert attribution_n(max_repeats=3) == 2
+
+
+def test_attribution_repeats_are_never_below_two() -> None:
+    assert attribution_n(sigma=0.0) == 2  # power analysis asks for fewer
+    assert attribution_n(fixed=2, max_repeats=2) == 2
+    assert attribution_n(max_repeats=2) == 2
+
+
+@pytest.mark.parametrize(("fixed", "cap"), [(12, 10), (7, 5)])
+def test_configured_attribution_repeats_above_the_cap_stay_even_and_capped(
+        fixed: int, cap: int) -> None:
+    # (the config refuses repeats above max_repeats; a recorded decision is still held to it)
+    n = attribution_n(fixed=fixed, max_repeats=cap)
+    assert n % 2 == 0 and 2 <= n <= cap
