@@ -16,7 +16,8 @@ import tunegate
 
 PACKAGE = Path(tunegate.__file__).parent
 ORDER = ["errors", "files", "workload", "loadgen", "metrics", "gauge", "stats", "search", "servers",
-         "soak", "attribution", "fingerprint", "knowledge", "tuner", "results", "api", "cli", "report"]
+         "soak", "attribution", "fingerprint", "knowledge", "tuner", "results", "api", "cli",
+         "report"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 RANK["testing"] = RANK["loadgen"]  # hand-built records: built on loadgen, used by tests only
 
