@@ -58,7 +58,9 @@ FORK = Path(__file__).resolve().parents[1] / "fixtures" / "tune" / "fork_tuner.p
 KILLS = 60
 SEED = 20261129
 OBJECTIVE = "output_throughput"
-DEAD_ENDS = ("nothing to resume", "holds no config record")
+DEAD_ENDS = ("the run was stopped before it recorded its config",)
+"""What ``tune --resume`` says when the kill came between creating the journal and writing the
+config into it: nothing to resume (the user is told to start again); counted as a dead end."""
 
 CONFIG = """
 [run]
