@@ -18,6 +18,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from tunegate.errors import ConfigError
+from tunegate.fingerprint import Target, take_fingerprint
 from tunegate.gauge import RooflineLimits, validate_records
 from tunegate.loadgen.client import ClientConfig, TokenCounter
 from tunegate.loadgen.probe import discover_model
@@ -29,7 +30,7 @@ from tunegate.metrics import DEFAULT_PERCENTILES, parse_slos, summarize
 from tunegate.results import BenchResult, redact_url
 from tunegate.workload import Workload, WorkloadConfig, build_workload, load_tokenizer
 
-__all__ = ["BenchOptions", "TargetOptions", "bench", "build_bench_workload"]
+__all__ = ["BenchOptions", "TargetOptions", "bench", "benchmark_settings", "build_bench_workload"]
 
 MAX_PERCENTILES = 20
 """Most distinct percentiles one benchmark reports."""
@@ -211,11 +212,25 @@ def _sim_roofline(scenario_name: str, engine_info: Mapping[str, Any]) -> dict[st
             "description": f"{chips}x {hw.description}, {model.name}"}
 
 
+def benchmark_settings(target: TargetOptions) -> dict[str, Any]:
+    """What a benchmark measures with, as the tune config's ``[benchmark]`` names it (the
+    fingerprint's ``benchmark.digest``, equal for a bench and a tune that measure alike)."""
+    return {"endpoint": target.endpoint, "stream": target.stream,
+            "ignore_eos": target.ignore_eos, "request_timeout_s": target.request_timeout_s}
+
+
+def _fingerprint(fp_target: Target, workload: Workload, target: TargetOptions) -> dict[str, Any]:
+    """The environment's fingerprint, taken before any load is sent (JSON form)."""
+    taken = take_fingerprint(fp_target, workload=workload, benchmark=benchmark_settings(target))
+    return taken.to_json()
+
+
 def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) -> BenchResult:
     """Run one benchmark and validate it.
 
     The result always carries what was measured, even when interrupted; ``result.validation``
-    says whether the numbers can be trusted.
+    says whether the numbers can be trusted. Its metadata holds the environment's
+    ``fingerprint`` (:mod:`tunegate.fingerprint`), taken before any load is sent.
 
     Raises:
         UsageError: Bad options, unreadable files, unreachable server (before anything is sent).
@@ -224,10 +239,14 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
     workload = build_bench_workload(options)
     target = options.target
     if options.sim is not None:
+        fingerprint = _fingerprint(Target("simulator-virtual", scenario=options.sim),
+                                   workload, target)
         run, meta = _run_simulated(options, workload)
     else:
         api_key = target.api_key.get_secret_value() if target.api_key else None
         model = target.model or discover_model(target.url, api_key)
+        fingerprint = _fingerprint(Target("url", base_url=target.url, api_key=api_key,
+                                          served_model=model), workload, target)
         config = ClientConfig(
             base_url=target.url, model=model, endpoint=target.endpoint, stream=target.stream,
             ignore_eos=target.ignore_eos, api_key=api_key,
@@ -260,6 +279,7 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
         "max_concurrency": schedule.max_concurrency,
         "percentiles": list(options.percentiles),
         "workload": dict(workload.description),
+        "fingerprint": fingerprint,
     }
     summary = summarize(run.records, percentiles=options.percentiles, slos=slos)
     summary.update(summary_keys(meta.get("server_metrics")))  # absent when not reported

@@ -1,4 +1,5 @@
-"""``make demo``'s job, end to end: the article replayed, the broken gauges rejected."""
+"""``make demo``'s job, end to end: the article replayed, the broken gauges rejected, the tuning
+run attributed and recorded in the knowledge base."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tunegate.servers.simulator.scenarios import SIMULATOR_VERSION
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,3 +59,12 @@ def test_demo_rejects_the_broken_gauges_and_accepts_the_rest(tmp_path: Path) -> 
     assert total == pytest.approx(chunked["metrics"]["mean_ttft_ms"]["effect"], abs=1e-9)
     assert reported < total - 0.10
 
+    # the tuning run is in the knowledge base, with its fingerprint
+    listed = subprocess.run([sys.executable, "-m", "tunegate", "kb", "list", "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    [run] = json.loads(listed.stdout)["runs"]
+    assert run["run_dir"].endswith(str(out / "tune"))
+    assert (run["engine"], run["model"]) == (f"tunegate-simulator {SIMULATOR_VERSION}",
+                                             "llama-3.1-70b")
+    assert "Ascend" in run["accelerator"]

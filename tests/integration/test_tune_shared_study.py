@@ -78,6 +78,9 @@ initial_repeats = 2
 
 [report]
 plots = false
+
+[knowledge]
+warm_start = false  # the study is the channel under test (a warm start would learn it first)
 """
 
 

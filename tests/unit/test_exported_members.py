@@ -9,7 +9,8 @@ import pytest
 MODULES = ["tunegate", "tunegate.errors", "tunegate.workload", "tunegate.loadgen",
            "tunegate.loadgen.client", "tunegate.loadgen.sse", "tunegate.metrics",
            "tunegate.metrics.definitions", "tunegate.gauge", "tunegate.results", "tunegate.api",
-           "tunegate.servers.loopback", "tunegate.testing"]
+           "tunegate.servers.loopback", "tunegate.testing", "tunegate.attribution",
+           "tunegate.fingerprint", "tunegate.knowledge"]
 
 
 @pytest.mark.parametrize("name", MODULES)

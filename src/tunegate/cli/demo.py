@@ -151,7 +151,8 @@ def run(argv: Sequence[str]) -> int:
     for name, valid, expected in verdicts:
         ok &= valid == expected
         console.print(f"  {name}: {'valid' if valid else 'INVALID (stopped before analysis)'}")
-    console.print(f"results in {args.out_dir}/ (tuning run: {args.out_dir / 'tune'})")
+    console.print(f"results in {args.out_dir}/ (tuning run: {args.out_dir / 'tune'}); the "
+                  "tuning run is in the knowledge base: tunegate kb list")
     return 0 if ok else 1
 
 
@@ -164,7 +165,11 @@ def _tune(run_dir: Path, budget: int) -> bool:
 
     shutil.rmtree(run_dir, ignore_errors=True)
     config = default_config()
-    config = config.model_copy(update={"run": config.run.model_copy(update={"budget": budget})})
+    # Recorded in the knowledge base (``tunegate kb list``), never warm-started from an earlier
+    # demo: the demo shows the same story every time it runs.
+    config = config.model_copy(update={
+        "run": config.run.model_copy(update={"budget": budget}),
+        "knowledge": config.knowledge.model_copy(update={"warm_start": False})})
     with console.status("tuning", spinner="dots") as status:
         def progress(rs: Any) -> None:
             status.update(f"{rs.state.value}: trial {rs.trials}/{budget}, "

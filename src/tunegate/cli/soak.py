@@ -24,11 +24,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunegate.cli.bench import add_target_arguments, add_workload_arguments, bench_options
 from tunegate.cli.console import console
 from tunegate.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from tunegate.fingerprint import Target
 
 __all__ = ["EXIT_BY_STATUS", "run"]
 
@@ -103,6 +106,8 @@ def _build(args: argparse.Namespace, out: Path) -> tuple[Any, Any, dict[str, Any
     """The window source, the window workloads and the document's header."""
     if args.config is not None:
         return _from_config(args, out)
+    from tunegate.api import benchmark_settings
+    from tunegate.fingerprint import Target
     from tunegate.soak import WindowWorkloads
 
     if args.sim is None and args.num_requests is None:
@@ -118,14 +123,29 @@ def _build(args: argparse.Namespace, out: Path) -> tuple[Any, Any, dict[str, Any
 
         tokenizer = load_tokenizer(options.workload.tokenizer)
     workloads = WindowWorkloads(options.workload, tokenizer, fresh_prompts=options.sim is None)
+    settings = options.workload.model_dump(mode="json", exclude_none=True)
     if options.sim is not None:
         seed = options.sim_seed if options.sim_seed is not None else options.workload.seed
         source, target = _sim_source(options.sim, dict(options.engine_args), seed,
                                      stream=options.target.stream, out=out)
+        measured = Target("simulator-virtual", scenario=options.sim)
     else:
         source, target = _url_source(options)
-    return source, workloads, {"target": target, "workload": options.workload.model_dump(
-        mode="json", exclude_none=True)}
+        api_key = options.target.api_key
+        measured = Target("url", base_url=options.target.url, served_model=target["model"],
+                          api_key=api_key.get_secret_value() if api_key else None)
+    return source, workloads, {"target": target, "workload": settings, "fingerprint":
+                               _fingerprint(measured, settings,
+                                            benchmark_settings(options.target))}
+
+
+def _fingerprint(target: Target, workload: dict[str, Any], benchmark: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """The environment's fingerprint before any load (its JSON form, for ``soak.json``): the
+    workload's settings are hashed, each window drawing its requests afresh."""
+    from tunegate.fingerprint import take_fingerprint
+
+    return take_fingerprint(target, workload=workload, benchmark=benchmark).to_json()
 
 
 def _sim_source(scenario: str, engine_args: dict[str, Any], seed: int, *, stream: bool,
@@ -176,6 +196,7 @@ def _from_config(args: argparse.Namespace, out: Path) -> tuple[Any, Any, dict[st
     """A tuning config's server and workload: the simulator in process (its baseline, or the
     kept config of ``--run-dir``), any other engine where it serves (``[server]`` host, port)."""
     from tunegate.cli.restart import _context, _kept
+    from tunegate.fingerprint import Target
     from tunegate.loadgen.client import ClientConfig
     from tunegate.loadgen.probe import check_reachable, discover_model
     from tunegate.servers.engine import VirtualEngine
@@ -192,8 +213,12 @@ def _from_config(args: argparse.Namespace, out: Path) -> tuple[Any, Any, dict[st
     workloads = WindowWorkloads(config.workload, fresh_prompts=not virtual)
     header: dict[str, Any] = {"workload": config.workload.model_dump(mode="json",
                                                                       exclude_none=True)}
+    benchmark = config.benchmark.model_dump(mode="json")
     if isinstance(ctx.engine, VirtualEngine):
         simulator = ctx.engine.simulator
+        header["fingerprint"] = _fingerprint(
+            Target("simulator-virtual", scenario=simulator.scenario), header["workload"],
+            benchmark)
         started = ctx.engine.start(server, out / "logs", budget=None)
         if not started.ok:
             raise UsageError(f"{args.config}: the simulated engine did not start "
@@ -216,6 +241,13 @@ def _from_config(args: argparse.Namespace, out: Path) -> tuple[Any, Any, dict[st
                          f"(tunegate restart --config {args.config}, or tunegate rollback "
                          "RUN_DIR for a run's kept config)") from None
     model = discover_model(url, server.api_key)
+    local_model = config.server.model if config.server.model and \
+        Path(config.server.model).expanduser().exists() else None
+    header["fingerprint"] = _fingerprint(
+        Target(config.server.adapter, base_url=url, api_key=server.api_key, served_model=model,
+               model_path=local_model, scenario=config.server.scenario
+               if config.server.adapter == "simulator" else None),
+        header["workload"], benchmark)
     client = ClientConfig(base_url=url, model=model, endpoint=bench.endpoint,
                           stream=bench.stream, ignore_eos=bench.ignore_eos,
                           api_key=server.api_key, request_timeout_s=bench.request_timeout_s,
@@ -327,6 +359,8 @@ def run(argv: Sequence[str]) -> int:
                    else saved.get("argv", []),
                    "started_at": saved.get("started_at") if saved else
                    dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    if saved is not None and "fingerprint" in saved:
+        header["fingerprint"] = saved["fingerprint"]  # the environment the soak started in
     soak = Soak(source, workloads, plan, store, header)
     if saved is not None:
         soak.resume(saved)

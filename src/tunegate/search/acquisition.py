@@ -151,13 +151,15 @@ def _acquisition(spec: AcquisitionSpec, model: Any, X_ok: NDArray[np.float64],
 
 def score_candidates(space: SearchSpace, spec: AcquisitionSpec, X_ok: NDArray[np.float64],
                      Y_ok: NDArray[np.float64], X_all: NDArray[np.float64],
-                     started: NDArray[np.bool_], *, seed: int
+                     started: NDArray[np.bool_], *, seed: int,
+                     weights: NDArray[np.float64] | None = None
                      ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Candidate points (snapped), their acquisition values, and which of them are one-move
     neighbours of the incumbent (the best observed config by posterior mean).
 
     ``X_ok``/``Y_ok``: points with outcomes (raw metric values, columns as ``spec``);
     ``X_all``/``started``: every evaluated point and whether it started (the feasibility model).
+    ``weights``: the trust in each row of ``X_ok`` (:func:`~.surrogate.fit_outcomes`).
 
     Candidates: the optima of ``restarts`` gradient runs from ``raw_samples`` seeded starts,
     plus a seeded pool of Sobol points, plus the one-parameter :func:`neighbours` of the three
@@ -169,7 +171,7 @@ def score_candidates(space: SearchSpace, spec: AcquisitionSpec, X_ok: NDArray[np
 
     dims = space.dims
     Y = Y_ok * spec.signs
-    model = fit_outcomes(X_ok, Y, seed=seed)
+    model = fit_outcomes(X_ok, Y, seed=seed, weights=weights)
     feasibility = FeasibilityModel(X_all, started, seed=seed) if not started.all() else None
     torch.manual_seed(seed)
     acq = _acquisition(spec, model, X_ok, Y, seed)
@@ -204,7 +206,8 @@ def score_candidates(space: SearchSpace, spec: AcquisitionSpec, X_ok: NDArray[np
 
 
 def posterior(spec: AcquisitionSpec, X_ok: NDArray[np.float64], Y_ok: NDArray[np.float64],
-              points: NDArray[np.float64], *, seed: int = 0
+              points: NDArray[np.float64], *, seed: int = 0,
+              weights: NDArray[np.float64] | None = None
               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The surrogate's mean and standard deviation of every modelled metric (raw units,
     columns as ``Y_ok``) at unit ``points``, fitted on ``X_ok``/``Y_ok``.
@@ -214,7 +217,7 @@ def posterior(spec: AcquisitionSpec, X_ok: NDArray[np.float64], Y_ok: NDArray[np
     """
     torch = torch_module()
     signs = spec.signs
-    model = fit_outcomes(X_ok, Y_ok * signs, seed=seed)
+    model = fit_outcomes(X_ok, Y_ok * signs, seed=seed, weights=weights)
     with torch.no_grad():
         post = model.posterior(torch.as_tensor(points, dtype=torch.double))
         mean = np.asarray(post.mean.numpy(), dtype=float).reshape(len(points), -1)

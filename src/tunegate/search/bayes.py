@@ -29,7 +29,7 @@ proposer instances.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -41,7 +41,7 @@ from tunegate.search.design import initial_design, snap
 from tunegate.search.objectives import Objective, OutcomeConstraint, check_objectives
 from tunegate.search.pareto import pareto_mask
 from tunegate.search.proposer import BaseProposer, Proposal
-from tunegate.search.space import SearchSpace
+from tunegate.search.space import Config, SearchSpace
 
 __all__ = ["BayesProposer", "default_initial"]
 
@@ -123,17 +123,22 @@ class BayesProposer(BaseProposer):
             row.append(float(got))
         return row
 
+    def _evaluated_rows(self) -> list[tuple[Config, float | None, Mapping[str, float], float]]:
+        """``(config, value, values, weight)`` of this run's observations (weight 1), then of
+        the results learnt from outside it: data for the model, not trials of this run."""
+        latest = {o.trial: o for o in self.observations}
+        rows: list[tuple[Config, float | None, Mapping[str, float], float]] = [
+            (self.proposals[t].config, latest[t].value, latest[t].values, 1.0)
+            for t in sorted(latest) if 0 <= t < len(self.proposals)]
+        rows += [(r.config, r.value, r.values, r.weight) for r in self.shared]
+        return rows
+
     def dataset(self) -> tuple[NDArray[np.float64], NDArray[np.float64],
                                NDArray[np.float64], NDArray[np.bool_]]:
         """``(X_ok, Y_ok, X_all, started)``: points with outcomes (raw metric values, one column
         per :attr:`metrics`) and every evaluated point with whether it started."""
-        latest = {o.trial: o for o in self.observations}
-        evaluated = [(self.proposals[t].config, latest[t].value, latest[t].values)
-                     for t in sorted(latest) if 0 <= t < len(self.proposals)]
-        # other workers' configs: data for the model, not trials of this run
-        evaluated += [(r.config, r.value, r.values) for r in self.shared]
         x_ok, y_ok, x_all, started = [], [], [], []
-        for config, value, values in evaluated:
+        for config, value, values, _ in self._evaluated_rows():
             x = self.space.to_unit(config)
             x_all.append(x)
             started.append(value is not None or bool(values))
@@ -146,6 +151,15 @@ class BayesProposer(BaseProposer):
                 np.asarray(y_ok, dtype=float).reshape(-1, len(self.metrics)),
                 np.asarray(x_all, dtype=float).reshape(-1, dims),
                 np.asarray(started, dtype=bool))
+
+    def weights(self) -> NDArray[np.float64] | None:
+        """The model's trust in each row of :meth:`dataset`'s ``X_ok`` (``None``: every row is
+        fully trusted, the common case, which keeps the homoskedastic model)."""
+        weights = [weight for _, value, values, weight in self._evaluated_rows()
+                   if self._outcome(value, dict(values)) is not None]
+        if all(w >= 1.0 for w in weights):
+            return None
+        return np.asarray(weights, dtype=float)
 
     # ---- proposing ----------------------------------------------------------------------------
     def _rng(self, round_number: int) -> np.random.Generator:
@@ -198,7 +212,8 @@ class BayesProposer(BaseProposer):
                      started: NDArray[np.bool_]) -> tuple[tuple[float, ...], str]:
         round_seed = self.seed * 100_003 + round_number
         candidates, scores, local = acquisition.score_candidates(
-            self.space, self.spec, X_ok, Y_ok, X_all, started, seed=round_seed)
+            self.space, self.spec, X_ok, Y_ok, X_all, started, seed=round_seed,
+            weights=self.weights())
         seen = np.asarray(sorted(self._evaluated()), dtype=float).reshape(-1, self.space.dims)
         model_rounds = self._model_rounds
         if self.local_every and model_rounds % self.local_every == self.local_every - 1:
@@ -237,7 +252,8 @@ class BayesProposer(BaseProposer):
             return [], np.zeros((0, len(self.metrics))), np.zeros(0, dtype=bool)
         points = np.asarray([self.space.to_unit(self.proposals[t].config) for t in trials])
         X_ok, Y_ok, _, _ = self.dataset()
-        mean, std = acquisition.posterior(self.spec, X_ok, Y_ok, points, seed=self.seed)
+        mean, std = acquisition.posterior(self.spec, X_ok, Y_ok, points, seed=self.seed,
+                                          weights=self.weights())
         z = float(norm.ppf(confidence))
         observed = [{**dict(latest[t].values), "value": latest[t].value} for t in trials]
         ok = np.asarray([all(c.satisfied(v) for c in self.outcome_constraints)

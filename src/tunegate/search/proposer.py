@@ -56,12 +56,19 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class SharedResult:
-    """A config another worker of the same search evaluated (read from a shared study): what
-    its proposer was told, without a trial number of this run."""
+    """A config evaluated outside this run: by another worker of the same search (read from a
+    shared study) or by an earlier run in the knowledge base (a warm start). What its proposer
+    was told, without a trial number of this run.
+
+    ``weight`` in (0, 1]: how far the model trusts it; 1 is a result of this very search, less
+    is a result from a similar environment (the model gives it extra noise, so this run's own
+    data wins wherever they disagree).
+    """
 
     config: Config
     value: float | None
     values: Mapping[str, float] = field(default_factory=dict)
+    weight: float = 1.0
 
 
 class BaseProposer(ABC):
@@ -112,14 +119,17 @@ class BaseProposer(ABC):
         self.observations.append(Observation(trial, value, kept, dict(values or {})))
 
     def learn(self, config: Config, value: float | None,
-              values: Mapping[str, float] | None = None) -> bool:
-        """Record another worker's result for the same search (``value`` ``None``: it failed to
-        start). Returns ``False``, recording nothing, when ``config`` lacks a tunable parameter
-        or holds a value outside the space (another version of the space wrote it)."""
+              values: Mapping[str, float] | None = None, weight: float = 1.0) -> bool:
+        """Record a result from outside this run (``value`` ``None``: it failed to start), with
+        the ``weight`` the model gives it (see :class:`SharedResult`). Returns ``False``,
+        recording nothing, when ``config`` lacks a tunable parameter or holds a value outside
+        the space (another version of the space wrote it)."""
         if any(p.name not in config or not p.contains(config[p.name])
                for p in self.space.tunable):
             return False
-        self.shared.append(SharedResult(dict(config), value, dict(values or {})))
+        if not 0.0 < weight <= 1.0:
+            raise ValueError(f"weight {weight} is not in (0, 1]")
+        self.shared.append(SharedResult(dict(config), value, dict(values or {}), weight))
         return True
 
     def state(self) -> dict[str, Any]:

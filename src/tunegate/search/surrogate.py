@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["FeasibilityModel", "fit_outcomes", "torch_module"]
+__all__ = ["PRIOR_SPREAD", "FeasibilityModel", "fit_outcomes", "torch_module"]
 
 _CONFIGURED = False
 _ATTEMPTS = 2  # botorch retries a fit that warns from new random starts; 5 by default
@@ -56,12 +56,24 @@ def _tensor(array: NDArray[np.float64]) -> Any:
     return torch.as_tensor(np.asarray(array, dtype=float), dtype=torch.double)
 
 
-def fit_outcomes(X: NDArray[np.float64], Y: NDArray[np.float64], *, seed: int) -> Any:
+PRIOR_SPREAD = 0.5
+"""A row of weight ``w`` < 1 gets an extra noise variance of ``PRIOR_SPREAD**2 * (1/w - 1)``
+in standardised outcome units: at ``w = 1/2`` an extra standard deviation of half the outcomes'
+spread, so a prior from a similar environment shapes the model where this run has no data and
+gives way where its own measurements disagree."""
+
+
+def fit_outcomes(X: NDArray[np.float64], Y: NDArray[np.float64], *, seed: int,
+                 weights: NDArray[np.float64] | None = None) -> Any:
     """A fitted BoTorch ``SingleTaskGP`` on ``X`` (n x d, unit cube) and ``Y`` (n x m).
 
     Columns of ``Y`` are modelled independently (a batched GP); each is standardised. When the
     marginal-likelihood optimiser fails to converge the model keeps its last hyperparameters
     (a warning, not an error: a rough model still ranks candidates).
+
+    ``weights`` (one per row, in (0, 1]; ``None``: all 1): rows below 1 are trusted less, by
+    the extra noise :data:`PRIOR_SPREAD` gives them on top of the noise level the fit infers
+    for every row (a fixed-noise likelihood that learns an additional homoskedastic noise).
     """
     torch = torch_module()
     from botorch.fit import fit_gpytorch_mll
@@ -71,7 +83,18 @@ def fit_outcomes(X: NDArray[np.float64], Y: NDArray[np.float64], *, seed: int) -
 
     torch.manual_seed(seed)
     train_x, train_y = _tensor(X), _tensor(Y)
-    model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=train_y.shape[-1]))
+    outputs = train_y.shape[-1]
+    likelihood = None
+    if weights is not None and np.any(weights < 1.0):
+        from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
+
+        extra = _tensor(PRIOR_SPREAD**2 * (1.0 / np.clip(weights, 1e-3, 1.0) - 1.0) + 1e-6)
+        batch = torch.Size([outputs]) if outputs > 1 else torch.Size()  # as SingleTaskGP's
+        likelihood = FixedNoiseGaussianLikelihood(
+            noise=extra.expand(*batch, len(weights)), learn_additional_noise=True,
+            batch_shape=batch)
+    model = SingleTaskGP(train_x, train_y, likelihood=likelihood,
+                         outcome_transform=Standardize(m=outputs))
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

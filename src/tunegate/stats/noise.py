@@ -39,7 +39,7 @@ from scipy import stats as sps
 
 from tunegate.errors import ConfigError
 
-__all__ = ["NoiseEstimate", "estimate_noise"]
+__all__ = ["NoiseEstimate", "estimate_noise", "pooled_sigma"]
 
 
 @dataclass(frozen=True)
@@ -143,3 +143,21 @@ def estimate_noise(values: Sequence[float] | np.ndarray, *, min_repeats: int = 2
 def _check_level(value: float, name: str) -> None:
     if not 0.0 < value < 1.0:
         raise ConfigError(f"{name} must lie strictly between 0 and 1, got {value}")
+
+
+def pooled_sigma(sigma: float, repeats: int, prior_sigma: float, prior_repeats: int
+                 ) -> tuple[float, int]:
+    """Two estimates of one config's relative noise in one environment (this run's first
+    repeats and an earlier run's), pooled by degrees of freedom: ``(sigma, repeats the pooled
+    estimate stands for)``.
+
+    Example:
+        >>> sigma, repeats = pooled_sigma(0.02, 3, 0.04, 3)
+        >>> round(sigma, 4), repeats
+        (0.0316, 5)
+    """
+    dof = max(repeats - 1, 0) + max(prior_repeats - 1, 0)
+    if dof == 0:
+        return sigma, repeats
+    variance = (max(repeats - 1, 0) * sigma**2 + max(prior_repeats - 1, 0) * prior_sigma**2)
+    return math.sqrt(variance / dof), dof + 1

@@ -20,6 +20,9 @@ Sections (see the README for full examples)::
     [attribution] metrics (reported beside the objective and guardrails), repeats ("auto" =
                  power analysis), max_repeats, max_factorial: measure which change did what
                  once the search is over (the ATTRIBUTE state; ``tunegate attribute`` later)
+    [knowledge]  url (the knowledge base: a path or SQLAlchemy URL; default ``TUNEGATE_KB`` or
+                 the user's data directory), record (the finished run), warm_start (from
+                 earlier runs whose environment fingerprint matches)
 
 Beyond each field's type, loading refuses what would only fail later, or never end: a metric
 name no repeat can hold (:mod:`tunegate.tuner.metric_names`), a budget or repeat count outside
@@ -57,6 +60,7 @@ from tunegate.search.objectives import (
     check_objectives,
 )
 from tunegate.search.space import Layer, Light, Param, SearchSpace
+from tunegate.tuner.config_knowledge import KnowledgeSection
 from tunegate.tuner.config_search import SearchSection, Strict, parse_objective
 from tunegate.tuner.metric_names import unknown_metric
 from tunegate.workload import WorkloadConfig, format_validation_error
@@ -271,6 +275,7 @@ class TuneConfig(Strict):
     report: ReportSection = ReportSection()
     soak: SoakSection | None = None
     attribution: AttributionSection | None = None
+    knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
 
     @field_validator("space")
     @classmethod

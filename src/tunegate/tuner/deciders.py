@@ -30,8 +30,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from tunegate.attribution import analyse
-from tunegate.errors import ConfigError
+from tunegate.attribution import analyse, plan_repeats
+from tunegate.knowledge.warm import plan_warm_start
 from tunegate.search.fidelity import AsyncHalving
 from tunegate.search.objectives import Objective, OutcomeConstraint, parse_outcome_constraint
 from tunegate.search.proposer import BaseProposer
@@ -39,7 +39,8 @@ from tunegate.search.selection import select_proposer, selection
 from tunegate.search.space import Light, SearchSpace
 from tunegate.soak.judge import judge_soak, series_from_dicts
 from tunegate.stats import gate as stats_gate
-from tunegate.stats.power import gate_sample_size, sample_size_t
+from tunegate.stats.noise import pooled_sigma
+from tunegate.stats.power import gate_sample_size
 from tunegate.stats.threshold import ThresholdPolicy
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.decisions import Decider
@@ -60,6 +61,7 @@ __all__ = [
     "search_goals",
     "slo_guard",
     "soak_verdict",
+    "warm_start",
 ]
 
 PROPOSER_VERSION = "select_proposer/2"
@@ -127,17 +129,24 @@ def repeat_plan(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     """
     if inputs["fixed"] is not None:
         return {"n": int(inputs["fixed"]), "reason": "configured", "feasible": True}
-    sigma = max(float(inputs["sigma"]), 1e-4)
+    sigma, noise_repeats = float(inputs["sigma"]), int(inputs["initial"])
+    prior = inputs.get("prior")  # a warm start's baseline noise (absent in older logs)
+    if prior is not None:
+        sigma, noise_repeats = pooled_sigma(sigma, noise_repeats, float(prior["sigma"]),
+                                            int(prior["repeats"]))
+    sigma = max(sigma, 1e-4)
     policy = ThresholdPolicy(inputs["multiplier"], inputs["floor"])
     try:
         n = gate_sample_size(sigma, inputs["min_effect"], inputs["power"], policy=policy,
-                             noise_repeats=inputs["initial"], alpha=inputs["alpha"],
+                             noise_repeats=noise_repeats, alpha=inputs["alpha"],
                              max_n=inputs["max_repeats"])
         feasible = True
     except Exception:
         n, feasible = int(inputs["max_repeats"]), False
     n = max(n, int(inputs["initial"]))
-    reason = (f"power analysis: sigma {sigma:.2%}, effect {inputs['min_effect']:.0%}, "
+    reason = (f"power analysis: sigma {sigma:.2%}"
+              + (f" (pooled with the warm start's {prior['sigma']:.2%})" if prior else "")
+              + f", effect {inputs['min_effect']:.0%}, "
               f"power {inputs['power']:.0%}" + ("" if feasible else
               f"; {inputs['max_repeats']} repeats (the cap) cannot reach that power"))
     at_least = min(int(inputs.get("at_least") or 0), int(inputs["max_repeats"]))
@@ -335,38 +344,21 @@ def soak_verdict(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
 
 
 def attribution_repeats(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
-    """Repeats per config of the attribution: enough to see an effect the size of the gate's
-    threshold between two configs with ``power``, capped at ``max_repeats``, and even, so the
-    interleaved order cancels a linear drift exactly. Inputs: ``sigma`` (the objective's
-    relative noise, from the run's baseline), ``multiplier``, ``floor``, ``alpha``, ``power``,
-    ``max_repeats``, ``fixed`` (``[attribution] repeats`` when set).
-    """
-    cap = max(int(inputs["max_repeats"]), 2)
-    if inputs["fixed"] is not None:
-        n, reason = int(inputs["fixed"]), "configured"
-    else:
-        sigma = max(float(inputs["sigma"]), 1e-4)
-        threshold = ThresholdPolicy(inputs["multiplier"], inputs["floor"]).threshold(sigma)
-        try:
-            n = sample_size_t(sigma, threshold.value, inputs["alpha"], inputs["power"])
-            reason = (f"power analysis: sigma {sigma:.2%}, threshold {threshold.value:.1%}, "
-                      f"power {inputs['power']:.0%}")
-        except ConfigError:
-            n, reason = int(inputs["max_repeats"]), "power analysis: more than the cap"
-    if n > cap:
-        n = cap
-        reason += f"; capped at {n}"
-    even = n + n % 2  # an even number of rounds cancels a linear drift
-    if even > cap:
-        even = n - 1  # an odd cap rounds down
-    if even != n:
-        reason += f"; {even} (an even number of rounds cancels a linear drift)"
-    return {"n": even, "reason": reason}
+    """Repeats per config of the attribution (:func:`tunegate.attribution.plan_repeats`)."""
+    return plan_repeats(inputs)
 
 
 def attribution(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     """Which change did what (:func:`tunegate.attribution.analyse`)."""
     return analyse(inputs)
+
+
+def warm_start(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """Which earlier runs warm-start the search, with what weight, and which are refused
+    (:func:`tunegate.knowledge.warm.plan_warm_start`). Inputs: ``fingerprint`` (this run's),
+    ``objective``, ``candidates`` (the knowledge base's runs, newest first, scored under this
+    run's objective)."""
+    return plan_warm_start(inputs["fingerprint"], inputs["candidates"], inputs["objective"])
 
 
 REGISTRY: dict[str, tuple[str, Decider]] = {
@@ -381,6 +373,7 @@ REGISTRY: dict[str, tuple[str, Decider]] = {
     "soak_verdict": ("1", soak_verdict),
     "attribution_repeats": ("1", attribution_repeats),
     "attribution": ("1", attribution),
+    "warm_start": ("1", warm_start),
 }
 """Component name -> (version, deciding function): what replay re-runs. A run or a replay uses
 it through :func:`tunegate.tuner.decisions.for_log`, which gives the ``proposer`` a session of

@@ -97,6 +97,7 @@ class DecisionKind(StrEnum):
     STOP = "stop"
     SOAK = "soak"
     ATTRIBUTION = "attribution"
+    WARM_START = "warm_start"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from tunegate.tuner.approval import confirm as ask_operator
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.context import Confirm, TunerContext
 from tunegate.tuner.handlers import HANDLERS
+from tunegate.tuner.kb_record import record_run
 from tunegate.tuner.outcomes import EndReason
 from tunegate.tuner.rundir import hold_service
 from tunegate.tuner.runstate import RunState
@@ -175,4 +176,6 @@ class Tuner:
             with_study(ctx, "the final sync",
                        lambda: ctx.study.sync(own_results(ctx), run=rs.run_id))
         ctx.note(f"{rs.state.value}: {rs.reason}" if rs.reason else rs.state.value)
-        write_summary(ctx.run_dir, ctx.config, rs)
+        summary = write_summary(ctx.run_dir, ctx.config, rs)
+        if record_run(ctx, summary) is not None:
+            ctx.say(f"knowledge base: recorded as run {rs.run_id[:12]}")

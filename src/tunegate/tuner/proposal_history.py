@@ -61,8 +61,9 @@ def replay_history(proposer: BaseProposer, history: Sequence[Mapping[str, Any]])
     """Feed a proposer the recorded ``ask``/``register``/``tell``/``learn`` events, in order.
 
     ``learn``: another worker's result read from a shared study (``[search] study``) before
-    the ask that first saw it; recorded in the history so that every earlier ask replays with
-    exactly the data it had.
+    the ask that first saw it, or an earlier run's result from the knowledge base (a warm
+    start, with its ``weight``); recorded in the history so that every earlier ask replays
+    with exactly the data it had.
     """
     for event in history:
         if event["op"] == "ask":
@@ -70,7 +71,8 @@ def replay_history(proposer: BaseProposer, history: Sequence[Mapping[str, Any]])
         elif event["op"] == "register":
             proposer.register(dict(event["config"]), event["reason"])
         elif event["op"] == "learn":
-            proposer.learn(dict(event["config"]), event["value"], event.get("values"))
+            proposer.learn(dict(event["config"]), event["value"], event.get("values"),
+                           float(event.get("weight", 1.0)))  # a warm start's prior
         else:
             proposer.tell(int(event["trial"]), event["value"], kept=bool(event.get("kept")),
                           values=event.get("values"))  # absent from journals before /2

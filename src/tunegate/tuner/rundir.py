@@ -22,6 +22,7 @@ from tunegate.tuner.lease import Lease
 from tunegate.tuner.masking import recorded_config
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
+from tunegate.tuner.warm_start import WARM_START_RECORD, apply_warm_start
 
 ATTRIBUTION_RECORD = "attribution"
 """The journal record of a finished attribution (``tunegate.tuner.attribute``)."""
@@ -57,8 +58,7 @@ def _fresh(ctx: TunerContext) -> RunState:
     fresh = RunState(bench=ctx.config.benchmark.model_dump(),
                      baseline=ctx.engine_params(ctx.space.default()
                                                 | dict(ctx.config.baseline)))
-    if ctx.config.search.study is not None:
-        fresh.run_id = uuid.uuid4().hex
+    fresh.run_id = uuid.uuid4().hex
     return fresh
 
 
@@ -81,9 +81,13 @@ def _open(ctx: TunerContext, resume: bool) -> None:
     learnt: list[dict[str, Any]] = []
     attributed: dict[str, Any] | None = None
     engine: dict[str, Any] | None = None
+    warm: dict[str, Any] | None = None
     for record in ctx.journal.records:
         if record.type == "transition":
             last, after, learnt, attributed, engine = record.data["state"], [], [], None, None
+            warm = None
+        elif record.type == WARM_START_RECORD:  # BASELINE decided it, then the run crashed
+            warm = record.data
         elif record.type == "measurement":
             after.append(record.data)
         elif record.type == "learn":
@@ -97,6 +101,8 @@ def _open(ctx: TunerContext, resume: bool) -> None:
         rs.attribution = attributed
     if engine is not None:
         rs.engine_state = engine
+    if warm is not None and rs.fingerprint is None:
+        apply_warm_start(ctx, warm["fingerprint"], warm["plan"])
     if not rs.run_id:
         rs.run_id = fresh.run_id
     for measurement in after:

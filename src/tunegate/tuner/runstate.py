@@ -72,9 +72,13 @@ class RunState:
         attribution: The ATTRIBUTE state's (or ``tunegate attribute``'s) summary once it
             ended: the verdict per change, the directory of ``attribution.json``.
         soak: The SOAK state's outcome (verdict, evidence, windows, directory) once it ended.
-        run_id: This run's name in a shared study (``[search] study``): drawn once when the
-            run starts, kept across resumes, so its own results are never read back as
-            another run's (empty without a shared study, or before the first snapshot).
+        fingerprint: The environment fingerprint taken in BASELINE (its JSON form).
+        warm_start: The warm start decided then (runs used, refused and why, the noise prior;
+            ``None``: none was decided: ``[knowledge] warm_start`` off, or no knowledge base).
+        run_id: This run's identity: its name in a shared study (``[search] study``) and its
+            key in the knowledge base; drawn once when the run starts, kept across resumes,
+            so its own results are never read back as another run's (empty in snapshots
+            written before the first one).
     """
 
     state: State = State.LEASE
@@ -117,6 +121,8 @@ class RunState:
     end_reason: EndReason | None = None
     soak: dict[str, Any] | None = None
     attribution: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] | None = None
+    warm_start: dict[str, Any] | None = None
     run_id: str = ""
 
     def to_json(self) -> dict[str, Any]:

@@ -81,7 +81,8 @@ def open_study(config: TuneConfig, run_dir: Path) -> Any:
 
 def new_results(history: Sequence[Mapping[str, Any]], others: list[dict[str, Any]]
                 ) -> list[dict[str, Any]]:
-    """``learn`` events for the other runs' results not yet in ``history``, in study order.
+    """``learn`` events for the other runs' results not yet in ``history`` (nor learnt from the
+    knowledge base by a warm start), in study order.
 
     Example:
         >>> seen = [{"op": "learn", "run": "b", "trial": 0, "config": {}, "value": 1.0,
@@ -91,7 +92,16 @@ def new_results(history: Sequence[Mapping[str, Any]], others: list[dict[str, Any
         ...            "values": None}]
         >>> [(e["op"], e["run"], e["trial"]) for e in new_results(seen, others)]
         [('learn', 'b', 1)]
+        >>> warm = [{"op": "learn", "run": "kb:b", "trial": 1, "prior": True}]  # from the KB
+        >>> new_results(seen + warm, others)
+        []
     """
-    learned = {(e["run"], e["trial"]) for e in history if e["op"] == "learn"}
+    learned = {(_source_run(str(e["run"])), e["trial"]) for e in history if e["op"] == "learn"}
     return [{"op": "learn", **item} for item in others
             if (item["run"], item["trial"]) not in learned]
+
+
+def _source_run(run: str) -> str:
+    """The run a learnt result came from: a warm start's prior from the knowledge base
+    (``kb:<run id>``) is the same result the run wrote to the shared study, learnt once."""
+    return run.removeprefix("kb:")

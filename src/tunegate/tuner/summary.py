@@ -47,6 +47,7 @@ from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstra
 from tunegate.search.pareto import pareto_mask
 from tunegate.tuner.attribution_report import attribution_section
 from tunegate.tuner.config import TuneConfig
+from tunegate.tuner.environment_report import environment_section
 from tunegate.tuner.integrity import chain_heads
 from tunegate.tuner.masking import scrub, secret_values
 from tunegate.tuner.outcomes import TrialVerdict
@@ -137,7 +138,7 @@ def _shared_study(config: TuneConfig, rs: RunState) -> dict[str, Any] | None:
     """``[search] study``: where, and what this run's proposer learnt from the other runs."""
     if config.search.study is None:
         return None
-    learned = [e for e in rs.history if e["op"] == "learn"]
+    learned = [e for e in rs.history if e["op"] == "learn" and not e.get("prior")]
     return {"url": config.search.study, "name": config.search.study_name,
             "learned": len(learned), "runs": sorted({str(e["run"]) for e in learned}),
             "modelled": _used(rs) == "bayes"}
@@ -246,6 +247,8 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "recommendation": delivered(_recommendation(config, rs, kept, gain, chosen), rs),
         "soak": rs.soak,
         "attribution": rs.attribution,
+        "fingerprint": rs.fingerprint,
+        "warm_start": rs.warm_start,
         "search": delivery["search"],
         "delivery": {k: v for k, v in delivery.items() if k not in ("pareto", "points")},
         "hypervolume_per_round": delivery["hypervolume_per_round"],
@@ -273,7 +276,7 @@ def _report(summary: dict[str, Any], *, plots: bool = True) -> str:
               "", "```", *(f"{k} = {v!r}" for k, v in sorted((rec["params"] or {}).items())),
               "```", ""]
     return "\n".join(lines + attribution_section(summary) + soak_section(summary)
-                     + _search_section(summary, plots=plots))
+                     + environment_section(summary) + _search_section(summary, plots=plots))
 
 
 

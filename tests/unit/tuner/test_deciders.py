@@ -218,6 +218,23 @@ def test_the_sequential_gate_plans_at_least_its_smallest_cap() -> None:
     assert repeat_plan({**PLAN, "at_least": 50}, 0)["n"] == 10  # never past the cap
 
 
+def test_a_warm_starts_noise_prior_is_pooled_into_the_repeat_plan() -> None:
+    """Three repeats at 2% noise leave the noise so uncertain that the plan hits the cap; the
+    same noise known from an earlier run's ten baseline repeats (same environment) asks for
+    fewer. A log without ``prior`` replays unchanged."""
+    from tunegate.stats.noise import pooled_sigma
+    from tunegate.tuner.deciders import repeat_plan
+
+    plan = {**PLAN, "sigma": 0.02, "max_repeats": 20}
+    alone = repeat_plan(plan, 0)
+    pooled = repeat_plan({**plan, "prior": {"sigma": 0.02, "repeats": 10}}, 0)
+    assert alone["n"] == 20 and pooled["n"] == 9
+    assert "pooled with the warm start's 2.00%" in pooled["reason"]
+    assert "pooled" not in alone["reason"]
+    sigma, repeats = pooled_sigma(0.02, 3, 0.01, 10)
+    assert repeats == 12 and 0.01 < sigma < 0.02
+
+
 # ---- the attribution's repeats per config -------------------------------------------------
 ATTRIBUTION = {"sigma": 0.015, "multiplier": 2.0, "floor": 0.03, "alpha": 0.05, "power": 0.9,
                "max_repeats": 10, "fixed": None}

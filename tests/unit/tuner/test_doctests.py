@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 MODULES = ["tunegate.files.atomic", *(f"tunegate.tuner.{name}"
-                                      for name in ("deciders", "digest", "lease", "states"))]
+                                      for name in ("deciders", "digest", "lease", "shared",
+                                                    "states"))]
 
 
 @pytest.mark.parametrize("name", MODULES)

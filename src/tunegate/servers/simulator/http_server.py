@@ -257,4 +257,6 @@ class SimServer:
         )
 
     async def _version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": "tunegate-sim", **self.engine.info()})
+        # vLLM's form ({"version": ...}), then the engine facts a real engine logs at start.
+        info = self.engine.info()
+        return web.json_response({**info, "version": self.engine.scenario.engine_version})

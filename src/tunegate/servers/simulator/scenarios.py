@@ -113,6 +113,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from tunegate import __version__
 from tunegate.errors import ConfigError
 from tunegate.servers.simulator.drift import DriftConfig
 from tunegate.servers.simulator.faults import FaultConfig
@@ -125,10 +126,17 @@ __all__ = [
     "DRIFT_STEP_AT_S",
     "PLANTED_SPEEDUPS",
     "SCENARIOS",
+    "SIMULATOR_VERSION",
     "Scenario",
     "get_scenario",
     "list_scenarios",
 ]
+
+
+SIMULATOR_VERSION = __version__
+"""The simulated engine's version: the simulator ships with tunegate, so it is tunegate's
+(a fingerprint's ``engine.version`` for the simulator; a changed simulator is a changed engine).
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,9 @@ class Scenario:
             several active entries multiply. A two-name entry is a pure interaction: neither
             variable does anything alone. Names are upper case, so a tuner parameter of that
             name reaches the engine as an environment variable. Empty by default.
+        engine_version: The version the engine reports (``GET /version``; the fingerprint's
+            ``engine.version``): :data:`SIMULATOR_VERSION` unless a scenario stands for
+            another release.
     """
 
     name: str
@@ -192,6 +203,7 @@ class Scenario:
     faults: FaultConfig = field(default_factory=FaultConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
     planted_speedups: tuple[tuple[tuple[str, ...], float], ...] = ()
+    engine_version: str = SIMULATOR_VERSION
 
     def __post_init__(self) -> None:
         for names, factor in self.planted_speedups:
@@ -308,6 +320,17 @@ SCENARIOS: dict[str, Scenario] = {
         name="fast",
         description="Fast test target: one H200, Llama-3.1-8B, CUDA graphs",
         hardware="h200",
+        model="llama-3.1-8b",
+        num_devices=1,
+        engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),
+        start_time_s=0.0,
+        noise=NoiseConfig(sigma=0.01, step_jitter=0.005, drift_per_hour=0.0),
+    ),
+    # ``fast`` on another accelerator, and nothing else: a fingerprint changes only there.
+    "fast-h100": Scenario(
+        name="fast-h100",
+        description="Fast test target on one H100 (fast's model and engine defaults)",
+        hardware="h100",
         model="llama-3.1-8b",
         num_devices=1,
         engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),

@@ -1,9 +1,11 @@
 """BASELINE: start the given (or kept) config, fix the gauge first, measure the reference arm.
 
 The first time, the service as given is measured once and the must-change fixes the gauge asks
-for are applied (:mod:`tunegate.tuner.preflight`). Then the config is measured until the power
-analysis is satisfied (``repeat_plan``): its repeats become the kept config's arm, the
-reference every gate compares against, and their spread the noise the thresholds use. After a
+for are applied (:mod:`tunegate.tuner.preflight`), then the environment's fingerprint is taken
+and the warm start decided (:mod:`tunegate.tuner.warm_start`). Then the config is measured
+until the power analysis is satisfied (``repeat_plan``, pooling the first repeats' noise with a
+warm start's): its repeats become the kept config's arm, the reference every gate compares
+against, and their spread (this run's own) the noise the thresholds use. After a
 drift the kept config is measured again the same way. Each repeat is journalled before it
 counts, so a crash here resumes with the repeats already taken.
 """
@@ -23,6 +25,7 @@ from tunegate.tuner.outcomes import EndReason, TrialVerdict
 from tunegate.tuner.preflight import preflight
 from tunegate.tuner.states import Event
 from tunegate.tuner.trials import mean, means, tell_proposer
+from tunegate.tuner.warm_start import warm_start
 
 EVENTS = frozenset({Event.OK, Event.START_FAILED, Event.SECOND_START_FAILED,
                     Event.BASELINE_INVALID, Event.ABORT})
@@ -49,6 +52,8 @@ def handle(ctx: TunerContext) -> Event:
         if event is not None:
             return event
         params = rs.baseline
+    if rs.fingerprint is None and rs.kept_trial is None:  # once, before the first baseline
+        warm_start(ctx)  # the benchmark settings are final now
     objective = ctx.objective.name
     initial = ctx.config.gate.initial_repeats
     while True:  # resumable: repeats journalled before a crash are in rs.baseline_values
@@ -106,13 +111,16 @@ def _plan(ctx: TunerContext, values: dict[str, list[float]]) -> int:
     for name, series in values.items():
         if name in ctx.gated:
             rs.sigma[name] = estimate_noise(series).sigma
-    inputs = {"sigma": rs.sigma[ctx.objective.name], "min_effect": gate.min_effect,
+    inputs: dict[str, Any] = {"sigma": rs.sigma[ctx.objective.name], "min_effect": gate.min_effect,
               "power": gate.power, "alpha": gate.alpha, "multiplier": gate.multiplier,
               "floor": gate.floor, "initial": gate.initial_repeats,
               "max_repeats": gate.max_repeats,
               "fixed": gate.repeats if isinstance(gate.repeats, int) else None}
     if gate.sequential:
         inputs["at_least"] = SEQUENTIAL_FROM
+    noise = (rs.warm_start or {}).get("noise")
+    if noise is not None and rs.kept_trial is None:  # the first baseline: same environment
+        inputs["prior"] = {"sigma": noise["sigma"], "repeats": noise["repeats"]}
     plan, _ = ctx.decide(DecisionKind.BASELINE, "repeat_plan", inputs)
     if rs.repeats != int(plan["n"]):
         rs.repeats = int(plan["n"])

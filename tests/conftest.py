@@ -1,0 +1,31 @@
+"""Fixtures for every test.
+
+``TUNEGATE_KB`` points at a fresh file per test (under pytest's temporary directory, beside
+no test's own ``tmp_path``), so nothing a test runs (a tuning run records itself when it
+finishes; ``tunegate kb`` reads) ever touches the user's real knowledge base. Child processes
+inherit it. A test about the default location removes it explicitly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_NUMBER = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def _knowledge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("knowledge")
+
+
+@pytest.fixture(autouse=True)
+def _private_knowledge_base(_knowledge_dir: Path, monkeypatch: pytest.MonkeyPatch
+                            ) -> Iterator[Path]:
+    """``TUNEGATE_KB`` = a knowledge base no other test shares (created only if used)."""
+    path = _knowledge_dir / f"kb-{next(_NUMBER)}.sqlite"
+    monkeypatch.setenv("TUNEGATE_KB", str(path))
+    yield path
