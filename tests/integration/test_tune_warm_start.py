@@ -7,9 +7,9 @@ Specifications, on the ``simulator-virtual`` adapter with a knowledge base in a 
   proposal (exact match, weight 1): its model chooses from the first proposal on, the initial
   design skipped; the baseline is still measured, every keep still goes through its own gate,
   and every decision replays;
-- a run on another accelerator (the ``fast-h100`` scenario) or another engine version is not
-  warm-started: the knowledge base's run is listed with the field that changed, in the
-  summary and the report;
+- a run on another accelerator (the ``fast-h100`` scenario), another engine version, or with
+  another server setup beside the searched parameters is not warm-started: the knowledge
+  base's run is listed with the field that changed, in the summary and the report;
 - ``[knowledge] warm_start = false`` and ``record = false`` do what they say;
 - a knowledge base that is not one (garbage bytes) costs the run nothing: it goes on cold,
   says why, and the file is left as it was.
@@ -41,6 +41,7 @@ recheck_every = 0
 [server]
 adapter = "simulator-virtual"
 scenario = "{scenario}"
+{server}
 
 [workload]
 dataset = "synthetic"
@@ -77,11 +78,11 @@ plots = false
 
 
 def tune(tmp_path: Path, name: str, *, scenario: str = "fast", seed: int = 3,
-         budget: int = 12, knowledge: str = "") -> dict[str, Any]:
+         budget: int = 12, knowledge: str = "", server: str = "") -> dict[str, Any]:
     """``tunegate tune`` to its end; its summary."""
     config = tmp_path / f"{name}.toml"
     config.write_text(CONFIG.format(scenario=scenario, seed=seed, budget=budget,
-                                    knowledge=knowledge), encoding="utf-8")
+                                    knowledge=knowledge, server=server), encoding="utf-8")
     run_dir = tmp_path / name
     assert main(["tune", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 0
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
@@ -180,6 +181,18 @@ def test_another_engine_version_is_not_warm_started(tmp_path: Path,
     assert after["warm_start"]["used"] == []
 
 
+def test_another_server_setup_is_not_warm_started(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same environment, but the engine ran with another environment variable set (a
+    setting beside the searched parameters): another deployment, listed, not used."""
+    monkeypatch.setenv("TUNEGATE_KB", str(tmp_path / "kb.sqlite"))
+    tune(tmp_path, "plain", budget=3)
+    other = tune(tmp_path, "tweaked", budget=3, server='env = { VLLM_SOMETHING = "1" }')
+    [refused] = other["warm_start"]["invalid"]
+    assert [f["name"] for f in refused["fields"]] == ["server.setup"]
+    assert other["warm_start"]["used"] == []
+
+
 def test_warm_start_and_recording_can_be_switched_off(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     kb = tmp_path / "kb.sqlite"
@@ -200,7 +213,7 @@ def test_a_file_that_is_not_a_knowledge_base_costs_the_run_nothing(
     before = garbage.read_bytes()
     monkeypatch.setenv("TUNEGATE_KB", str(garbage))
     config = tmp_path / "c.toml"
-    config.write_text(CONFIG.format(scenario="fast", seed=3, budget=3, knowledge=""))
+    config.write_text(CONFIG.format(scenario="fast", seed=3, budget=3, knowledge="", server=""))
     assert main(["tune", "--config", str(config), "--run-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "starting without a warm start" in out and "the run was not recorded" in out

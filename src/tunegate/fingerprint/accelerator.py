@@ -174,12 +174,29 @@ def _cpu() -> dict[str, Field]:
             "accelerator.runtime": not_applicable("a CPU has no accelerator runtime")}
 
 
-def probe_accelerator() -> dict[str, Field]:
-    """The ``accelerator.*`` fields of this machine (module docstring); never raises."""
+DEVICE_NODES = ("nvidiactl", "nvidia0", "kfd", "davinci0", "davinci_manager", "accel0")
+"""Device files of NVIDIA, AMD (ROCm), Ascend and other accelerator drivers under ``/dev``."""
+
+
+def _device_node(dev: Path) -> Path | None:
+    """An accelerator's device file, when one exists: a machine with one is not a CPU host,
+    even when no vendor tool is installed to say what it is."""
+    return next((dev / name for name in DEVICE_NODES if (dev / name).exists()), None)
+
+
+def probe_accelerator(dev: Path = Path("/dev")) -> dict[str, Field]:
+    """The ``accelerator.*`` fields of this machine (module docstring); never raises.
+
+    ``dev``: where device files are looked for (tests give another directory).
+    """
     for tool, probe in (("nvidia-smi", _nvidia), ("rocm-smi", _rocm), ("npu-smi", _ascend)):
         path = find_tool(tool)
         if path is not None:
             fields = probe(path)
             if fields is not None:
                 return fields
+    node = _device_node(dev)
+    if node is not None:  # an accelerator no tool describes: unknown, never guessed "cpu"
+        return _all_unknown(f"{node} exists but no nvidia-smi, rocm-smi or npu-smi lists a "
+                            "device; install the vendor's tool")
     return _cpu()

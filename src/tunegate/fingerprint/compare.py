@@ -3,11 +3,12 @@
 The rule, field by field over :data:`~tunegate.fingerprint.fields.FIELDS`:
 
 * an invalidating field (:data:`INVALIDATING`: engine, model, accelerator identity, workload,
-  benchmark) known on both sides and different makes the comparison ``invalid``: a result
-  from the other environment measured something else;
+  benchmark) that is not the same on both sides makes the comparison ``invalid``: different,
+  or unknown on a side, so nothing confirms that the other result measured the same thing
+  (an engine that reports no version may have been upgraded since); never trusted;
 * otherwise any difference makes it ``partial``: a soft field differs (a driver, the kernel,
-  Python, tunegate), or a field is unknown on one or both sides, so the match cannot be
-  confirmed (an unknown never counts as equal, not even to another unknown);
+  Python, tunegate) or is unknown on a side (an unknown never counts as equal, not even to
+  another unknown);
 * otherwise ``exact``.
 
 A known ``null`` (a field that does not apply, such as a CPU's driver) equals another known
@@ -59,7 +60,8 @@ class Difference:
         name: The field.
         before: Its value in the first fingerprint.
         after: Its value in the second.
-        invalidates: Known on both sides, different, and in :data:`INVALIDATING`.
+        invalidates: In :data:`INVALIDATING` (and not the same: different, or unknown on a
+            side).
     """
 
     name: str
@@ -110,7 +112,7 @@ def compare(a: Fingerprint, b: Fingerprint) -> Comparison:
         before, after = a.fields[name], b.fields[name]
         if _same(before, after):
             continue
-        invalidates = name in INVALIDATING and before.known and after.known
+        invalidates = name in INVALIDATING  # different, or not confirmed equal
         differences.append(Difference(name, before, after, invalidates))
     verdict: Verdict = ("invalid" if any(d.invalidates for d in differences)
                         else "partial" if differences else "exact")

@@ -88,9 +88,9 @@ def resolve(value: str | None = None, *, environ: Mapping[str, str] | None = Non
     try:
         url = make_url(value)
         dialect = url.get_dialect()
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigError(f"{origin} {shown!r}: not a database URL SQLAlchemy knows "
-                          f"({exc}); expected {_EXAMPLES}") from None
+                          f"({mask_url_password(str(exc))}); expected {_EXAMPLES}") from None
     if getattr(dialect, "is_async", False):
         raise ConfigError(f"{origin} {shown!r}: {url.drivername} is an asynchronous driver; "
                           f"name a synchronous one (e.g. postgresql+psycopg://...)")

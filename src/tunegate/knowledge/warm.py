@@ -10,8 +10,10 @@ An earlier run's numbers were measured in its environment. Its fingerprint says 
   kernel, a field unknown on one side): its observations enter with weight
   :data:`PARTIAL_WEIGHT` (the surrogate gives them extra noise, so this run's own data wins
   where they disagree), and its noise is not used;
-* ``invalid``: the engine version, model, accelerator or workload changed: never used, listed
-  with the fields that changed.
+* ``invalid``: the engine version, model, accelerator or workload changed, or could not be
+  confirmed (unknown on a side), or the deployment's setup beside the searched parameters
+  differs (``server.setup``: the adapter's options, the engine's environment, the parameters
+  the space does not search): never used, listed with the fields.
 
 Only the :data:`MAX_RUNS` newest usable runs contribute, so an old, large history cannot
 outweigh what the newest runs know. Whatever the prior says, the tuner re-measures the baseline
@@ -39,7 +41,7 @@ MAX_RUNS = 3
 
 
 def plan_warm_start(fingerprint: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]],
-                    objective: str) -> dict[str, Any]:
+                    objective: str, setup: str | None = None) -> dict[str, Any]:
     """The warm start a run with ``fingerprint`` takes from ``candidates``.
 
     Args:
@@ -49,6 +51,9 @@ def plan_warm_start(fingerprint: Mapping[str, Any], candidates: Sequence[Mapping
             "config", "value", "values"}]}`` with ``value`` the objective as this run's search
             scores it (``None``: the config failed to start).
         objective: The gated objective metric (whose baseline noise is the prior).
+        setup: A digest of what runs beside the searched parameters (the server's options,
+            environment, the parameters the space does not search); a candidate whose
+            ``setup`` differs is invalid (field ``server.setup``). ``None``: not compared.
 
     Returns:
         ``{"used": [...], "invalid": [...], "superseded": [...], "events": [...], "noise":
@@ -66,10 +71,13 @@ def plan_warm_start(fingerprint: Mapping[str, Any], candidates: Sequence[Mapping
     pooled: list[tuple[float, int]] = []
     for candidate in candidates:
         comparison = compare(Fingerprint.from_json(candidate["fingerprint"]), here)
-        if comparison.verdict == "invalid":
-            invalid.append({"id": candidate["id"], "fields": [
-                {"name": d.name, "before": d.before.value, "after": d.after.value}
-                for d in comparison.differences if d.invalidates]})
+        fields = [{"name": d.name, "before": d.before.value, "after": d.after.value}
+                  for d in comparison.differences if d.invalidates]
+        if setup is not None and candidate.get("setup") != setup:
+            fields.append({"name": "server.setup", "before": candidate.get("setup"),
+                           "after": setup})
+        if fields:
+            invalid.append({"id": candidate["id"], "fields": fields})
             continue
         if len(used) >= MAX_RUNS:
             superseded.append(str(candidate["id"]))

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from tunegate.errors import ConfigError
+from tunegate.knowledge.location import resolve
 from tunegate.loadgen.redact import mask_url_password, url_holds_password
 from tunegate.tuner.config_search import Strict
 
@@ -40,4 +42,9 @@ class KnowledgeSection(Strict):
             raise ValueError("the URL holds a password, which would be written into the run "
                              "directory; use the database's own secret store (PGPASSWORD, "
                              "~/.pgpass) and a URL without it")
+        if url is not None:
+            try:
+                resolve(url)  # a malformed URL is refused now, not at the end of the run
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix(f"--kb {url!r}: ")) from None
         return url

@@ -355,10 +355,11 @@ def attribution(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
 
 def warm_start(inputs: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
     """Which earlier runs warm-start the search, with what weight, and which are refused
-    (:func:`tunegate.knowledge.warm.plan_warm_start`). Inputs: ``fingerprint`` (this run's),
-    ``objective``, ``candidates`` (the knowledge base's runs, newest first, scored under this
-    run's objective)."""
-    return plan_warm_start(inputs["fingerprint"], inputs["candidates"], inputs["objective"])
+    (:func:`tunegate.knowledge.warm.plan_warm_start`). Inputs: ``fingerprint`` and ``setup``
+    (this run's), ``objective``, ``candidates`` (the knowledge base's runs, newest first,
+    scored under this run's objective)."""
+    return plan_warm_start(inputs["fingerprint"], inputs["candidates"], inputs["objective"],
+                           inputs.get("setup"))
 
 
 REGISTRY: dict[str, tuple[str, Decider]] = {

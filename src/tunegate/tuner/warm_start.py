@@ -19,6 +19,7 @@ read is said and skipped: the run goes on cold.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,12 @@ from tunegate.fingerprint import Target, take_fingerprint
 from tunegate.knowledge import KnowledgeBase, RunRecord
 from tunegate.tuner.context import TunerContext
 from tunegate.tuner.decisions import DecisionKind
+from tunegate.tuner.digest import canonical_json
+from tunegate.tuner.masking import recorded_config
+from tunegate.tuner.outcomes import TrialVerdict
 
-__all__ = ["WARM_START_RECORD", "apply_warm_start", "candidate", "take_run_fingerprint",
-           "warm_start"]
+__all__ = ["WARM_START_RECORD", "apply_warm_start", "candidate", "setup_digest",
+           "take_run_fingerprint", "warm_start"]
 
 WARM_START_RECORD = "warm_start"
 """The journal record holding the fingerprint and the warm-start plan."""
@@ -42,7 +46,7 @@ def take_run_fingerprint(ctx: TunerContext) -> dict[str, Any]:
     """This run's fingerprint (JSON), with the benchmark settings in force."""
     server = ctx.config.server
     model = server.model or ctx.engine.model
-    path = model if model is not None and Path(model).exists() else None
+    path = model if model is not None and Path(model).expanduser().exists() else None
     target = Target(adapter=server.adapter,
                     base_url=None if server.adapter == "simulator-virtual"
                     else f"http://{server.host}:{server.port}",
@@ -62,27 +66,59 @@ def _llama_server(adapter: str, options: Mapping[str, Any]) -> str | None:
     return str(executable[0]) if isinstance(executable, list | tuple) else str(executable)
 
 
-def candidate(record: RunRecord, ctx: TunerContext) -> dict[str, Any]:
-    """An earlier run as the warm-start decision reads it: each trial scored under this
-    run's objective from its measured repeats (a trial that failed to start keeps ``None``,
-    which the feasibility model learns from)."""
+def setup_digest(ctx: TunerContext) -> str:
+    """What runs beside the searched parameters and the fingerprint: the adapter, its options
+    (tensor parallelism, quantisation...), the engine's environment (secret values masked) and
+    the baseline's values of every parameter the space does not search. Two runs whose setups
+    differ measured different deployments, whatever their fingerprints say."""
+    recorded = recorded_config(ctx.config)
+    searched = {p.name for p in ctx.space.tunable}
+    setup = {"server": {k: recorded["server"].get(k) for k in ("adapter", "options", "env",
+                                                                "noise")},
+             "fixed": {k: v for k, v in sorted(ctx.tunable(ctx.rs.baseline).items())
+                       if k not in searched}}
+    return "sha256:" + hashlib.sha256(canonical_json(setup).encode()).hexdigest()
+
+
+def candidate(record: RunRecord, ctx: TunerContext) -> dict[str, Any] | None:
+    """An earlier run as the warm-start decision reads it, or ``None`` when it has nothing for
+    this search. Each trial is scored under this run's objective from its measured repeats; a
+    config that failed to start stays a failure (``None``, which the feasibility model learns
+    from); a trial that measured nothing conclusive (declined, failed while measuring, invalid
+    data) and a config outside this run's space are left out."""
     trials = []
     for trial in record.trials:
+        verdict = TrialVerdict(trial.verdict) if trial.verdict in _VERDICTS else None
+        if verdict is None or not _in_space(ctx, trial.config):
+            continue
+        if verdict is TrialVerdict.START_FAILED:
+            trials.append({"trial": trial.trial, "config": dict(trial.config), "value": None,
+                           "values": {}})
+            continue
         series: dict[str, list[float]] = {}
         for repeat in trial.repeats:
             for name, measured in repeat.items():
-                if measured is not None:
-                    series.setdefault(name, []).append(float(measured))
-        if not trial.repeats and trial.value is not None:
-            continue  # measured nothing valid: no information either way
-        score = ctx.score(series) if trial.repeats else None
-        if trial.repeats and score is None:
-            continue  # the objective was not measured in that run
+                series.setdefault(name, []).append(float(measured))
+        score = ctx.score(series)
+        if not (verdict.measured or verdict is TrialVerdict.EARLY_STOPPED) or score is None:
+            continue
         trials.append({"trial": trial.trial, "config": dict(trial.config), "value": score,
                        "values": {k: sum(v) / len(v) for k, v in series.items()}})
+    if not trials:
+        return None
     return {"id": record.id, "recorded_at": record.recorded_at,
-            "fingerprint": record.fingerprint, "noise": dict(record.noise),
+            "fingerprint": record.fingerprint, "setup": record.extra.get("setup"),
+            "noise": dict(record.noise),
             "noise_repeats": int(record.extra.get("noise_repeats", 0)), "trials": trials}
+
+
+_VERDICTS = frozenset(v.value for v in TrialVerdict)
+
+
+def _in_space(ctx: TunerContext, config: Mapping[str, Any]) -> bool:
+    """Whether this run's search could have proposed ``config``: every searched parameter
+    present and within its bounds (the proposer refuses the others anyway)."""
+    return all(p.name in config and p.contains(config[p.name]) for p in ctx.space.tunable)
 
 
 def warm_start(ctx: TunerContext) -> None:
@@ -93,10 +129,11 @@ def warm_start(ctx: TunerContext) -> None:
     plan: dict[str, Any] | None = None
     if section.warm_start:
         records = _earlier_runs(ctx, section.url)
-        candidates = [candidate(r, ctx) for r in records or [] if r.id != rs.run_id]
+        candidates = [c for c in (candidate(r, ctx) for r in records or []
+                                  if r.id != rs.run_id) if c is not None]
         if candidates:
-            inputs = {"fingerprint": fingerprint, "objective": ctx.objective.name,
-                      "candidates": candidates}
+            inputs = {"fingerprint": fingerprint, "setup": setup_digest(ctx),
+                      "objective": ctx.objective.name, "candidates": candidates}
             plan, decision = ctx.decide(DecisionKind.WARM_START, "warm_start", inputs)
             plan = {**plan, "decision": decision}
         elif records is not None:  # nothing to decide: no decision, the same log as before
@@ -125,7 +162,7 @@ def _earlier_runs(ctx: TunerContext, url: str | None) -> list[RunRecord] | None:
     try:
         with KnowledgeBase.open(url, create=False) as kb:
             return kb.records(kind="tune", on_damaged=damaged)
-    except TunegateError as exc:
+    except (TunegateError, ValueError) as exc:  # ValueError: a URL argument SQLite refuses
         ctx.say(f"knowledge base: {exc}; starting without a warm start")
         return None
 

@@ -86,9 +86,10 @@ esac
     assert fields["accelerator.count"].value == 1
 
 
-def test_nvidia_smi_without_devices_falls_through_to_the_cpu(bin_dir: Path) -> None:
+def test_nvidia_smi_without_devices_falls_through_to_the_cpu(bin_dir: Path,
+                                                            tmp_path: Path) -> None:
     _tool(bin_dir, "nvidia-smi", 'echo "No devices were found"; exit 6\n')
-    assert probe_accelerator()["accelerator.kind"].value == "cpu"
+    assert probe_accelerator(dev=tmp_path)["accelerator.kind"].value == "cpu"
 
 
 def test_a_failing_nvidia_smi_leaves_the_accelerator_unknown(bin_dir: Path) -> None:
@@ -145,8 +146,17 @@ def test_npu_smi_gives_npus_driver_and_cann(tmp_path: Path, bin_dir: Path,
         "accelerator.driver": "24.1.rc1", "accelerator.runtime": "CANN 8.0.RC2"}
 
 
-def test_without_vendor_tools_the_accelerator_is_the_cpu(bin_dir: Path) -> None:
-    fields = probe_accelerator()
+@pytest.mark.parametrize("node", ["nvidiactl", "kfd", "davinci0"])
+def test_a_device_file_no_vendor_tool_describes_is_unknown_not_a_cpu(
+        bin_dir: Path, tmp_path: Path, node: str) -> None:
+    (tmp_path / node).touch()
+    fields = probe_accelerator(dev=tmp_path)
+    assert {f.source for f in fields.values()} == {"unknown"}
+    assert f"{tmp_path / node} exists" in fields["accelerator.kind"].how
+
+
+def test_without_vendor_tools_the_accelerator_is_the_cpu(bin_dir: Path, tmp_path: Path) -> None:
+    fields = probe_accelerator(dev=tmp_path)
     assert fields["accelerator.kind"].value == "cpu"
     assert fields["accelerator.count"].value == 1
     assert fields["accelerator.name"].known

@@ -1,5 +1,5 @@
-"""compare(): exact when every field matches, partial when a soft field differs or a match
-cannot be confirmed, invalid when an invalidating field is known on both sides and differs."""
+"""compare(): exact when every field matches, partial when a soft field differs or cannot be
+confirmed, invalid when an invalidating field differs or cannot be confirmed equal."""
 
 from __future__ import annotations
 
@@ -58,23 +58,35 @@ def test_each_invalidating_field_that_differs_is_invalid(gpu_node: Fingerprint,
     assert difference.describe().endswith("(invalidates)")
 
 
-@pytest.mark.parametrize("name", ["engine.version", "host.kernel"])
-def test_unknown_on_one_side_cannot_be_confirmed_so_partial(gpu_node: Fingerprint,
-                                                             name: str) -> None:
-    other = gpu_node.replace({name: unknown("GET /version answered HTTP 404")})
+def test_a_soft_field_unknown_on_one_side_cannot_be_confirmed_so_partial(
+        gpu_node: Fingerprint) -> None:
+    other = gpu_node.replace({"host.kernel": unknown("platform.release() failed")})
     for a, b in ((gpu_node, other), (other, gpu_node)):
         result = compare(a, b)
         assert result.verdict == "partial"
-        assert [(d.name, d.invalidates) for d in result.differences] == [(name, False)]
-    assert "unknown (GET /version answered HTTP 404)" in compare(gpu_node, other) \
+        assert [(d.name, d.invalidates) for d in result.differences] == [("host.kernel", False)]
+    assert "unknown (platform.release() failed)" in compare(gpu_node, other) \
         .differences[0].describe()
+
+
+def test_an_invalidating_field_unknown_on_one_side_is_never_trusted(
+        gpu_node: Fingerprint) -> None:
+    """An engine that reports no version may have been upgraded since: not confirmed equal."""
+    other = gpu_node.replace({"engine.version": unknown("GET /version answered HTTP 404")})
+    for a, b in ((gpu_node, other), (other, gpu_node)):
+        result = compare(a, b)
+        assert result.verdict == "invalid"
+        assert [(d.name, d.invalidates) for d in result.differences] == [
+            ("engine.version", True)]
 
 
 def test_unknown_on_both_sides_is_not_a_match(gpu_node: Fingerprint) -> None:
     blind = gpu_node.replace({"model.digest": unknown("no local model file")})
     result = compare(blind, blind)
-    assert result.verdict == "partial"
+    assert result.verdict == "invalid"
     assert [d.name for d in result.differences] == ["model.digest"]
+    kernel = gpu_node.replace({"host.kernel": unknown("x")})
+    assert compare(kernel, kernel).verdict == "partial"
 
 
 def test_an_invalidating_change_wins_over_unknowns(gpu_node: Fingerprint) -> None:

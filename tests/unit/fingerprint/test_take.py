@@ -71,9 +71,10 @@ def test_fast_h100_differs_from_fast_only_in_the_accelerator() -> None:
     fast, h100 = get_scenario("fast"), get_scenario("fast-h100")
     assert dataclasses.replace(h100, name="fast", description=fast.description,
                                hardware=fast.hardware) == fast
-    result = compare(take.take_fingerprint(SIM, benchmark=BENCH),
+    workload = build_workload(LOAD)
+    result = compare(take.take_fingerprint(SIM, workload=workload, benchmark=BENCH),
                      take.take_fingerprint(Target("simulator-virtual", scenario="fast-h100"),
-                                           benchmark=BENCH))
+                                           workload=workload, benchmark=BENCH))
     assert result.verdict == "invalid"
     assert {d.name for d in result.invalidating} == {"accelerator.name",
                                                      "accelerator.memory_mib"}
@@ -82,9 +83,10 @@ def test_fast_h100_differs_from_fast_only_in_the_accelerator() -> None:
 def test_another_engine_version_invalidates(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(SCENARIOS, "fast-next", dataclasses.replace(
         get_scenario("fast"), name="fast-next", engine_version="0.2.0"))
-    result = compare(take.take_fingerprint(SIM, benchmark=BENCH),
+    workload = build_workload(LOAD)
+    result = compare(take.take_fingerprint(SIM, workload=workload, benchmark=BENCH),
                      take.take_fingerprint(Target("simulator-virtual", scenario="fast-next"),
-                                           benchmark=BENCH))
+                                           workload=workload, benchmark=BENCH))
     assert [d.describe() for d in result.invalidating] == [
         f"engine.version: {SIMULATOR_VERSION!r} -> '0.2.0' (invalidates)"]
 

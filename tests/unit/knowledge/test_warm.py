@@ -4,10 +4,11 @@ What is specified here:
 
 - an exact match contributes every trial as a ``learn`` event of weight 1, and its baseline
   noise becomes the prior (pooled over runs by degrees of freedom);
-- a partial match (a soft field differs, or one is unknown) contributes with weight 1/2, and
-  its noise is not used (another environment's noise);
-- a changed engine version, accelerator, model or workload invalidates a run: it contributes
-  nothing and is listed with the fields that changed;
+- a partial match (a soft field differs, or is unknown on a side) contributes with weight
+  1/2, and its noise is not used (another environment's noise);
+- a changed engine version, accelerator, model or workload invalidates a run, and so does one
+  that cannot be confirmed (unknown on a side): it contributes nothing and is listed with the
+  fields;
 - only the newest ``MAX_RUNS`` usable runs contribute; older ones are listed as superseded;
 - the plan is plain JSON and the same inputs give the same plan (a replayed decision).
 """
@@ -77,7 +78,7 @@ def test_several_runs_noise_is_pooled_by_degrees_of_freedom() -> None:
 
 @pytest.mark.parametrize("changed", [{"accelerator__driver": "560.10"},
                                      {"host__kernel": "6.9.1"},
-                                     {"engine__version": "?"}])
+                                     {"accelerator__runtime": "?"}])
 def test_a_partial_match_is_down_weighted_and_lends_no_noise(changed: dict[str, Any]) -> None:
     result = plan(run("a", fingerprint(**changed)))
     used = result["used"][0]
@@ -98,6 +99,27 @@ def test_an_invalidating_change_is_listed_with_its_field_and_never_used(
     assert result["used"] == [] and result["events"] == [] and result["noise"] is None
     assert result["invalid"] == [{"id": "old", "fields": [
         {"name": name, "before": value, "after": BASE[name]}]}]
+
+
+def test_an_engine_version_nobody_could_read_is_never_trusted() -> None:
+    """An engine that reports no version may have been upgraded since the earlier run."""
+    result = plan(run("old", fingerprint(engine__version="?")))
+    assert result["used"] == [] and result["events"] == []
+    assert result["invalid"] == [{"id": "old", "fields": [
+        {"name": "engine.version", "before": None, "after": "0.11.0"}]}]
+
+
+def test_another_setup_beside_the_searched_parameters_is_never_trusted() -> None:
+    """Same fingerprint, but the earlier run's server ran with other options (tensor
+    parallelism, say): another deployment."""
+    earlier = {**run("tp2", fingerprint()), "setup": "sha256:tp2"}
+    result = plan_warm_start(fingerprint(), [earlier], "output_throughput", "sha256:tp1")
+    assert result["used"] == []
+    assert result["invalid"] == [{"id": "tp2", "fields": [
+        {"name": "server.setup", "before": "sha256:tp2", "after": "sha256:tp1"}]}]
+    same = plan_warm_start(fingerprint(), [{**earlier, "setup": "sha256:tp1"}],
+                           "output_throughput", "sha256:tp1")
+    assert [u["id"] for u in same["used"]] == ["tp2"]
 
 
 def test_only_the_newest_usable_runs_contribute() -> None:
