@@ -65,6 +65,7 @@ def planted_config(seed: int) -> TuneConfig:
         "space": [{"name": name, "kind": "bool", "layer": "environment", "default": False}
                   for name in PLANTED],
         "objective": {"metric": OBJECTIVE},
+        "knowledge": {"record": False, "warm_start": False},  # each run alone, no KB
     })
 
 

@@ -43,7 +43,8 @@ def config(trials: int) -> TuneConfig:
             {"name": "enforce_eager", "kind": "bool", "layer": "features", "default": True}],
         "objective": {"metric": "output_throughput", "direction": "higher"},
         "gate": {"repeats": 2, "initial_repeats": 2},
-        "report": {"plots": False}})
+        "report": {"plots": False},
+        "knowledge": {"record": False, "warm_start": False}})  # each run alone, no KB
 
 
 def measure(trials: int) -> dict[str, Any]:

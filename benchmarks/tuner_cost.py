@@ -190,6 +190,7 @@ def controlled_config(seed: int, budget: int, sequential: bool) -> TuneConfig:
         "gate": {"repeats": REPEATS, "sequential": sequential},
         "search": {"early_stopping": False},
         "report": {"plots": False},
+        "knowledge": {"record": False, "warm_start": False},  # each run alone, no KB
     })
 
 
@@ -255,6 +256,7 @@ def simulator_config(seed: int, budget: int, requests: int, repeats: int | str,
     data["workload"]["num_requests"] = requests
     data["gate"].update(repeats=repeats, sequential=sequential)
     data["report"]["plots"] = False
+    data["knowledge"] = {"record": False, "warm_start": False}  # each run alone, no KB
     return TuneConfig.model_validate(data)
 
 

@@ -1,9 +1,10 @@
 """Fixtures for every test.
 
 ``TUNEGATE_KB`` points at a fresh file per test (under pytest's temporary directory, beside
-no test's own ``tmp_path``), so nothing a test runs (a tuning run records itself when it
-finishes; ``tunegate kb`` reads) ever touches the user's real knowledge base. Child processes
-inherit it. A test about the default location removes it explicitly.
+no test's own ``tmp_path``), and at one shared file for module- and session-scoped fixtures,
+so nothing a test runs (a tuning run records itself when it finishes; ``tunegate kb`` reads)
+ever touches the user's real knowledge base. Child processes inherit it. A test about the
+default location removes it explicitly.
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ _NUMBER = itertools.count()
 @pytest.fixture(scope="session")
 def _knowledge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("knowledge")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_knowledge_base(_knowledge_dir: Path) -> Iterator[Path]:
+    """``TUNEGATE_KB`` for what runs outside a test function: module- and session-scoped
+    fixtures (a tuning run shared by a module's tests) are set up before any function-scoped
+    fixture, so without this they would record into the user's knowledge base."""
+    path = _knowledge_dir / "kb-shared-fixtures.sqlite"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TUNEGATE_KB", str(path))
+        yield path
 
 
 @pytest.fixture(autouse=True)
