@@ -110,7 +110,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tunegate import __version__
@@ -249,6 +249,18 @@ _DRIFT_ENGINE_DEFAULTS = _frozen(max_model_len=2048, enable_chunked_prefill=True
 _DRIFT_NOISE = NoiseConfig(drift_per_hour=0.0)  # the ground truth is the scenario's change only
 
 
+_FAST = Scenario(
+    name="fast",
+    description="Fast test target: one H200, Llama-3.1-8B, CUDA graphs",
+    hardware="h200",
+    model="llama-3.1-8b",
+    num_devices=1,
+    engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),
+    start_time_s=0.0,
+    noise=NoiseConfig(sigma=0.01, step_jitter=0.005, drift_per_hour=0.0),
+)
+"""Fast and small for real-time HTTP tests: steps of a few milliseconds, little noise."""
+
 SCENARIOS: dict[str, Scenario] = {
     # The seed article's deployment: an 8-card NPU node serving a ~70B model with TP8, eager
     # mode, chunked prefill off; gpu_memory_utilization=0.5 gives the article's ~10 GiB KV
@@ -315,28 +327,11 @@ SCENARIOS: dict[str, Scenario] = {
             tensor_parallel_size=2, max_model_len=8192, enable_chunked_prefill=True
         ),
     ),
-    # Fast and small for real-time HTTP tests: steps of a few milliseconds, little noise.
-    "fast": Scenario(
-        name="fast",
-        description="Fast test target: one H200, Llama-3.1-8B, CUDA graphs",
-        hardware="h200",
-        model="llama-3.1-8b",
-        num_devices=1,
-        engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),
-        start_time_s=0.0,
-        noise=NoiseConfig(sigma=0.01, step_jitter=0.005, drift_per_hour=0.0),
-    ),
+    "fast": _FAST,
     # ``fast`` on another accelerator, and nothing else: a fingerprint changes only there.
-    "fast-h100": Scenario(
-        name="fast-h100",
-        description="Fast test target on one H100 (fast's model and engine defaults)",
-        hardware="h100",
-        model="llama-3.1-8b",
-        num_devices=1,
-        engine_defaults=_frozen(max_model_len=4096, enable_chunked_prefill=True),
-        start_time_s=0.0,
-        noise=NoiseConfig(sigma=0.01, step_jitter=0.005, drift_per_hour=0.0),
-    ),
+    "fast-h100": replace(_FAST, name="fast-h100", hardware="h100",
+                         description="Fast test target on one H100 (fast's model and engine "
+                                     "defaults)"),
     # Drift scenarios (the module docstring gives their onsets): one deployment, three fates.
     "drift-none": Scenario(
         name="drift-none",
