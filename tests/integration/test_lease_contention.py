@@ -104,7 +104,9 @@ def test_overlap_detector_catches_unleased_contenders(tmp_path: Path) -> None:
 
 
 def test_takeover_after_kill_9_only_after_expiry(tmp_path: Path) -> None:
-    holder = _spawn("hold", str(tmp_path), "", "1.0", "60", "")
+    # A TTL of 3 s: the busy check right after the kill must come before the dead holder's
+    # expiry even when a loaded machine delays it by a second (1 s failed so on a busy CI run).
+    holder = _spawn("hold", str(tmp_path), "", "3.0", "60", "")
     assert holder.stdout is not None
     first = json.loads(holder.stdout.readline())
     holder.send_signal(signal.SIGKILL)
@@ -113,7 +115,7 @@ def test_takeover_after_kill_9_only_after_expiry(tmp_path: Path) -> None:
         Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=0.1)
     dead = Lease(tmp_path, SERVICE).records.current()
     assert dead is not None and dead.pid == holder.pid
-    with Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=5) as successor:
+    with Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=10) as successor:
         assert time.time() >= dead.expires_at  # not a moment before the dead holder's expiry
         assert successor.epoch == first["epoch"] + 1
 
