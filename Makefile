@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck bench-gauge clean llama-server
+.PHONY: install demo test lint typecheck bench-gauge clean llama-server chromium
 
 install: $(STAMP)
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tunegate demo --out-dir demo-out
 
-test: $(STAMP) llama-server
+test: $(STAMP) llama-server chromium
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
@@ -34,6 +34,10 @@ typecheck: $(STAMP)
 # ${TUNEGATE_CACHE:-~/.cache/tunegate}/llama.cpp/<version>/, reused afterwards (< 1 s).
 llama-server: $(STAMP)
 	bash scripts/build_llama_server.sh
+
+# A headless Chromium for the HTML report tests: Debian's package, installed once as root.
+chromium:
+	bash scripts/install_chromium.sh
 
 bench-gauge: $(STAMP)
 	$(BIN)/python benchmarks/gauge_accuracy.py

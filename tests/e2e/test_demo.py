@@ -68,3 +68,8 @@ def test_demo_rejects_the_broken_gauges_and_accepts_the_rest(tmp_path: Path) -> 
     assert (run["engine"], run["model"]) == (f"tunegate-simulator {SIMULATOR_VERSION}",
                                              "llama-3.1-70b")
     assert "Ascend" in run["accelerator"]
+
+    # the demo ends by naming the tuning run's HTML report
+    report = out / "tune" / "report.html"
+    assert proc.stdout.rstrip().splitlines()[-1].endswith(str(report))
+    assert report.stat().st_size > 0

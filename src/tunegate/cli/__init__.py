@@ -39,7 +39,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "manual": ("tunegate.cli.manual", "the traffic-light table: what may be changed, and why"),
     "restart": ("tunegate.cli.restart", "start a config, verify it, roll back on failure"),
     "rollback": ("tunegate.cli.rollback", "start a run's last kept config (never a rejected one)"),
+    "report": ("tunegate.cli.report", "one self-contained HTML page for a run, soak or bench "
+               "result"),
     "kb": ("tunegate.cli.kb", "the knowledge base of finished runs (kb list, show, diff, forget)"),
+    "compare": ("tunegate.cli.compare", "measurements side by side, each against the first"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,10 +102,25 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--out", type=Path, help="write the JSON result here")
     o.add_argument("--save-detailed", action="store_true",
                    help="include per-request arrays and records in --out")
+    o.add_argument("--report", nargs="?", const=True, default=None, metavar="FILE",
+                   help="also write the HTML report (default: --out with .html, else "
+                   "bench-<date>.html); its distributions use every request's timings")
     o.add_argument("--workers", type=int, default=1, help="client processes (default 1)")
     o.add_argument("--no-progress", action="store_true")
     o.add_argument("--quiet", action="store_true", help="no table; the exit code still tells")
     return p
+
+
+def _report_path(args: argparse.Namespace) -> Path | None:
+    """``--report``'s file: the one named, else ``--out`` with ``.html``, else
+    ``bench-<date>.html`` here; ``None`` without ``--report``."""
+    if args.report is None:
+        return None
+    if args.report is not True:
+        return Path(args.report)
+    if args.out is not None:
+        return Path(args.out).with_suffix(".html")
+    return Path(dt.datetime.now().strftime("bench-%Y%m%d-%H%M%S.html"))
 
 
 def _percentiles(text: str) -> tuple[float, ...]:
@@ -194,24 +210,33 @@ def bench_options(args: argparse.Namespace) -> Any:
 def run(argv: Sequence[str]) -> int:
     from tunegate.api import bench
     from tunegate.cli import EXIT_INTERRUPTED, EXIT_INVALID
+    from tunegate.cli.report import bench_report
     from tunegate.results import check_writable, write_result
 
     args = _parser().parse_args(list(argv))
     options = bench_options(args)
-    if args.out is not None:
-        check_writable(args.out)  # before measuring, so nothing measured is lost to a typo
+    report = _report_path(args)
+    for path in (args.out, report):
+        if path is not None:
+            check_writable(path)  # before measuring, so nothing measured is lost to a typo
     total = options.workload.num_requests + options.workload.num_warmup
     with progress_bar(total, enabled=not (args.no_progress or args.quiet or options.sim)) as tick:
         result = bench(options, progress=tick)
     document = result.to_json(save_detailed=args.save_detailed)
     if args.out is not None:
         write_result(args.out, document)
+    page = None
+    if report is not None:
+        detailed = document if args.save_detailed else result.to_json(save_detailed=True)
+        page = bench_report(detailed, report, str(args.out or "tunegate bench"))
     if not args.quiet:
         print_summary(document, result.validation.invalid_metrics)
         print_server_metrics(document.get("server_metrics"))
         print_validation(result.validation)
         if args.out is not None:
             console.print(f"result written to {args.out}")
+        if page is not None:
+            console.print(f"report: {page}")
     if result.run.worker_errors:
         for error in result.run.worker_errors:
             console.print(f"[bold red]client {error.splitlines()[0]}[/]")

@@ -19,6 +19,8 @@ headroom in concurrency and memory explored. The run directory is ``OUT_DIR/tune
 Part 4 runs ``tunegate attribute`` on that run: the control experiment of part 1, made by the
 tool for any tuning result, with repeats, intervals and the gate's verdicts: the gauge repair is
 a change of measurement, chunked prefill an engine change.
+
+The demo ends by naming the tuning run's HTML report, ``OUT_DIR/tune/report.html``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def _table() -> Table:
 
 def run(argv: Sequence[str]) -> int:
     from tunegate.api import BenchOptions, TargetOptions, bench
+    from tunegate.cli.report import report_after
     from tunegate.results import write_json
     from tunegate.servers.loopback import Behaviour
     from tunegate.servers.loopback.background import serve_in_process
@@ -153,7 +156,11 @@ def run(argv: Sequence[str]) -> int:
         console.print(f"  {name}: {'valid' if valid else 'INVALID (stopped before analysis)'}")
     console.print(f"results in {args.out_dir}/ (tuning run: {args.out_dir / 'tune'}); the "
                   "tuning run is in the knowledge base: tunegate kb list")
-    return 0 if ok else 1
+    page = report_after(args.out_dir / "tune") if tuned else None
+    if page is not None:
+        console.print(f"the tuning run's report, one page to open in a browser: {page}",
+                      soft_wrap=True, markup=False, highlight=False)  # the path on one line
+    return 0 if ok and page is not None else 1
 
 
 def _tune(run_dir: Path, budget: int) -> bool:

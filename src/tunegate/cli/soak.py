@@ -4,8 +4,8 @@ Targets: ``--url`` (a server already running), ``--sim SCENARIO`` (the simulator
 time: two simulated hours take about 45 s), or ``--config FILE`` (a tuning config's server and
 workload; with ``--run-dir``, the run's kept config for the simulator, which starts in
 process). The workload options are ``bench``'s. Everything goes to ``--out DIR``: ``soak.json``
-after every window, each window's records, ``soak.png`` at the end. ``--resume DIR`` continues
-an interrupted soak with the options it was started with.
+after every window, each window's records, ``soak.png`` and ``report.html`` at the end.
+``--resume DIR`` continues an interrupted soak with the options it was started with.
 
 Exit codes: 0 stable; 6 drifting (something moved, no objective suffered beyond the
 tolerance); 7 degraded; 4 the server died (what was measured is kept); 3 fewer than half the
@@ -304,7 +304,8 @@ def _clock(t_s: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def _print_verdict(result: Any, out: Path, plot: Path | None, stderr: bool) -> None:
+def _print_verdict(result: Any, out: Path, plot: Path | None, page: Path | None,
+                   stderr: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -323,10 +324,12 @@ def _print_verdict(result: Any, out: Path, plot: Path | None, stderr: bool) -> N
                   + ("" if doc["trusted"] else " [red](not trusted: most windows invalid)[/]"))
         for line in doc["evidence"]:
             con.print(f"  - {escape(line)}")
-    con.print(f"soak.json, records: {out}" + (f"; plot: {plot}" if plot else ""))
+    con.print(f"soak.json, records: {out}" + (f"; plot: {plot}" if plot else "")
+              + (f"; report: {page}" if page else ""))
 
 
 def run(argv: Sequence[str]) -> int:
+    from tunegate.cli.report import report_after
     from tunegate.soak import Soak, SoakPlan, SoakStore
 
     args = _parser().parse_args(list(argv))
@@ -376,11 +379,12 @@ def run(argv: Sequence[str]) -> int:
             plot = plot_soak(result.document, out / "soak.png")
         except ConfigError as exc:  # nothing to draw: the soak's result stands, say why
             print(f"soak.png not written: {exc}", file=sys.stderr)
+    page = report_after(out)
     if args.json:
         json.dump(result.document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     if not args.quiet:
-        _print_verdict(result, out, plot, stderr=args.json)
+        _print_verdict(result, out, plot, page, stderr=args.json)
     if result.status == "interrupted":
         return 130
     if result.status == "server_died":

@@ -135,6 +135,7 @@ def _trials_table(summary: dict) -> Table:  # type: ignore[type-arg]
 
 
 def run(argv: Sequence[str]) -> int:
+    from tunegate.cli.report import report_after
     from tunegate.tuner.config import load_config
     from tunegate.tuner.driver import Tuner
     from tunegate.tuner.runstate import RunState
@@ -181,11 +182,14 @@ def run(argv: Sequence[str]) -> int:
         if status is not None:
             status.stop()
     summary = build_summary(config, rs)
+    page = report_after(run_dir) if (run_dir / "summary.json").is_file() else None
     if not args.quiet:
         console.print(_trials_table(summary))
         console.print(f"status: [bold]{rs.state.value}[/] ({escape(rs.reason)})")
         console.print(f"run directory: {escape(str(run_dir))} (summary.json, report.md, "
                       "decisions.jsonl, journal.jsonl)")
+        if page is not None:
+            console.print(f"report: {escape(str(page))}")
     code = _exit_code(rs.end_reason)
     if args.quiet and code != 0:
         print(f"tunegate tune: {rs.state.value}: {rs.reason}", file=sys.stderr)
