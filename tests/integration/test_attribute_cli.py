@@ -192,6 +192,8 @@ def test_the_run_directory_holds_the_result(attributed: dict[str, Any], run_dir:
         c["name"] for c in attributed["document"]["changes"]]
     report = (run_dir / "report.md").read_text()
     assert "## Attribution" in report and "benchmark.stream" in report
+    page = (run_dir / "report.html").read_text()  # the page is rewritten with the section
+    assert '<section id="attribution">' in page
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["attribution"]["status"] == "complete"
 

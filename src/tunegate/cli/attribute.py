@@ -95,6 +95,7 @@ def attribution_table(result: dict[str, Any]) -> Table:
 
 
 def run(argv: Sequence[str]) -> int:
+    from tunegate.cli.report import report_after
     from tunegate.cli.tune import config_from_journal
     from tunegate.tuner.attribute_run import attribute_run
     from tunegate.tuner.config import AttributionSection
@@ -121,6 +122,8 @@ def run(argv: Sequence[str]) -> int:
             print(line, file=out)
 
     result = attribute_run(config, run_dir, say=say, section=section)
+    if not result.get("from_journal") and (run_dir / "summary.json").is_file():
+        report_after(run_dir)  # the run's page gets its Attribution section
     if args.json:
         json.dump(_json_document(result), sys.stdout, indent=2)
         print()
@@ -128,7 +131,7 @@ def run(argv: Sequence[str]) -> int:
         console.print(attribution_table(result))
         if not result.get("from_journal"):
             console.print(f"written: {escape(str(run_dir / 'attribution.json'))}, report.md "
-                          "(Attribution section)")
+                          "and report.html (Attribution section)")
     else:
         console.print(escape(str(result.get("status"))))
     return exit_code(result)

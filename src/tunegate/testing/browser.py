@@ -15,10 +15,12 @@ says every chart settled (``<body data-charts-drawn>``), and returns a :class:`P
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -115,10 +117,11 @@ def _start(chromium: str, profile: str) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-         "--disable-background-networking", "--remote-allow-origins=*",
+         "--disable-background-networking", "--disable-breakpad", "--disable-crash-reporter",
+         "--remote-allow-origins=*",
          "--remote-debugging-port=0", f"--user-data-dir={profile}",
          "--window-size=1280,1000", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert process.stderr is not None
     deadline = time.monotonic() + 60
     seen = []
@@ -184,6 +187,16 @@ def open_in_chromium(path: Path, chromium: str, *, timeout_s: float = 90.0) -> P
             _collect(tools.events, check)
             tools.close()
         finally:
-            process.kill()
-            process.wait(timeout=30)
+            _stop(process)
     return check
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM first, so Chromium shuts its helper processes down and reaps them (killed
+    outright, they would linger as zombies where nothing reaps orphans); then the whole group."""
+    process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
