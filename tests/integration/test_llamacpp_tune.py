@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from tunegate.api import BenchOptions, TargetOptions, bench
+from tunegate.report import write_report
 from tunegate.results import write_json
 from tunegate.servers.lifecycle import RestartStatus
+from tunegate.testing.browser import find_chromium, page_problems
 from tunegate.testing.gguf_models import BENCH, ensure_model
 from tunegate.testing.llamacpp import (
     BUILD_HINT,
@@ -118,6 +120,12 @@ def test_bench_validate_tune_and_roll_back_a_real_llama_server(tmp_path: Path) -
                                    str(tmp_path / "bench.json")], check=False,
                                   capture_output=True, text=True)
         assert validate.returncode == 0, validate.stdout
+
+        # the pages of a real engine's run and of its bench (the server's gauges scraped over
+        # real sockets): built, and where a Chromium is installed, every chart drawn
+        for source, charts in ((tmp_path / "run", 4), (tmp_path / "bench.json", 6)):
+            page = write_report(source)
+            assert page_problems(page, find_chromium(), at_least=charts) == []
 
         # an impossible config rolls back to the kept one by itself
         kept_config = tuner.ctx.server_config(kept["params"])

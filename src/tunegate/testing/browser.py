@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ChartState", "PageCheck", "find_chromium", "open_in_chromium"]
+__all__ = ["ChartState", "PageCheck", "find_chromium", "open_in_chromium", "page_problems"]
 
 _LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 _CHARTS = """JSON.stringify(Array.from(document.querySelectorAll('.chart')).map(function (el) {
@@ -200,3 +200,22 @@ def _stop(process: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+
+
+def page_problems(path: Path, chromium: str | None, *, at_least: int = 1) -> list[str]:
+    """Everything wrong with the HTML report at ``path``, as lines (empty: it renders): a
+    resource it would fetch, and with a ``chromium``, whether the charts settled, every console
+    error, every request leaving the file, too few charts and each chart that did not draw."""
+    from tunegate.report.offline import remote_resources
+
+    problems = [f"fetches {r}" for r in remote_resources(path.read_text(encoding="utf-8"))]
+    if chromium is None:
+        return problems
+    check = open_in_chromium(path, chromium)
+    if check.settled != "all":
+        problems.append(f"charts did not settle: {check.settled or 'timeout'}")
+    problems += check.errors + [f"requested {url}" for url in check.remote_requests]
+    if len(check.charts) < at_least:
+        problems.append(f"{len(check.charts)} charts, expected at least {at_least}")
+    problems += [f"chart {c.key} not drawn: {c}" for c in check.charts if not c.ok]
+    return problems
