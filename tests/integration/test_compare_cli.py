@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tunegate.cli import main
+from tunegate.testing.tune_toml import MAX_NUM_SEQS, small_tune_config, to_toml
 
 pytestmark = pytest.mark.integration
 
@@ -23,42 +24,16 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 VLLM = FIXTURES / "vllm" / "real" / "h100_x2_llama70b_detailed_c128.json"
 SGLANG = FIXTURES / "sglang" / "real" / "gh200_qwen3b_agg_c32.jsonl"
 
-CONFIG = """
-[run]
-budget = {budget}
-seed = {seed}
-recheck_every = 0
 
-[server]
-adapter = "simulator-virtual"
-scenario = "fast"
+def write_config(path: Path, *, seed: int, default: int, high: int) -> Path:
+    """One proposal after a baseline of 3 repeats; ``max_num_seqs`` 2..``high``."""
+    config = small_tune_config(run={"budget": 1, "seed": seed},
+                               space=[{**MAX_NUM_SEQS, "high": high, "default": default}],
+                               gate={"repeats": 3, "initial_repeats": 3},
+                               knowledge={"record": False, "warm_start": False})
+    path.write_text(to_toml(config), encoding="utf-8")
+    return path
 
-[workload]
-dataset = "synthetic"
-num_requests = 16
-input_tokens = "64"
-output_tokens = "16"
-concurrency = 4
-
-[[space]]
-name = "max_num_seqs"
-kind = "log_int"
-layer = "memory_concurrency"
-low = 2
-high = {high}
-default = {default}
-
-[objective]
-metric = "output_throughput"
-
-[gate]
-repeats = 3
-initial_repeats = 3
-
-[knowledge]
-record = false
-warm_start = false
-"""
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -73,9 +48,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
         patch.setenv("TUNEGATE_LOCK_DIR", str(root / "locks"))
         for name, seed, default, high in (("a", 3, 8, 64), ("b", 5, 8, 64),
                                           ("starved", 4, 2, 3)):
-            config = root / f"{name}.toml"
-            config.write_text(CONFIG.format(seed=seed, default=default, high=high, budget=1),
-                              encoding="utf-8")
+            config = write_config(root / f"{name}.toml", seed=seed, default=default, high=high)
             assert main(["tune", "--config", str(config), "--run-dir", str(root / name),
                          "--quiet"]) == 0
             out[name] = root / name

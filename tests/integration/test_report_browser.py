@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tunegate.report import build_page
+from tunegate.report.offline import remote_resources
 from tunegate.testing.browser import find_chromium, page_problems
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,6 +43,7 @@ def _tunegate(*args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedPro
 
 
 def _assert_renders(path: Path, chromium: str, *, at_least: int) -> None:
+    assert remote_resources(path.read_text(encoding="utf-8")) == []
     assert page_problems(path, chromium, at_least=at_least) == []
 
 

@@ -17,41 +17,9 @@ from typing import Any
 import pytest
 
 from tunegate.cli import main
+from tunegate.testing.tune_toml import small_tune_config, to_toml
 from tunegate.tuner.decisions import digest
 from tunegate.tuner.journal import encode_record
-
-CONFIG = """
-[run]
-budget = 3
-seed = 3
-recheck_every = 0
-
-[server]
-adapter = "simulator-virtual"
-scenario = "fast"
-
-[workload]
-dataset = "synthetic"
-num_requests = 16
-input_tokens = "64"
-output_tokens = "16"
-concurrency = 4
-
-[[space]]
-name = "max_num_seqs"
-kind = "log_int"
-layer = "memory_concurrency"
-low = 2
-high = 64
-default = 8
-
-[objective]
-metric = "output_throughput"
-
-[gate]
-repeats = 2
-initial_repeats = 2
-"""
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -74,8 +42,9 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
+    """Three proposals of ``max_num_seqs`` (seed 3) after a baseline of 2 repeats."""
     path = tmp_path / "tune.toml"
-    path.write_text(CONFIG, encoding="utf-8")
+    path.write_text(to_toml(small_tune_config()), encoding="utf-8")
     return path
 
 
@@ -106,15 +75,21 @@ def test_invalid_toml_names_the_line(cli: Run, tmp_path: Path) -> None:
     assert "bad.toml: invalid TOML" in err and "line 3" in err
 
 
+def renamed(table: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """``table`` with the key ``old`` spelt ``new``, in its place."""
+    return {new if key == old else key: value for key, value in table.items()}
+
+
 @pytest.mark.parametrize(("change", "named"), [
-    (lambda c: c.replace("budget = 3", "budgett = 3"), ["budgett"]),
-    (lambda c: c.replace("budget = 3", "budget = 0"), ["budget"]),
-    (lambda c: c + "\n[search]\nearly_stopping = true\neta = 1\n", ["search.eta", "(got 1)"]),
+    (lambda c: c | {"run": renamed(c["run"], "budget", "budgett")}, ["budgett"]),
+    (lambda c: c | {"run": c["run"] | {"budget": 0}}, ["budget"]),
+    (lambda c: c | {"search": {"early_stopping": True, "eta": 1}}, ["search.eta", "(got 1)"]),
 ], ids=["unknown-field", "invalid-value", "invalid-search-setting"])
-def test_a_bad_field_is_named(cli: Run, tmp_path: Path, change: Callable[[str], str],
+def test_a_bad_field_is_named(cli: Run, tmp_path: Path,
+                              change: Callable[[dict[str, Any]], dict[str, Any]],
                               named: list[str]) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text(change(CONFIG), encoding="utf-8")
+    bad.write_text(to_toml(change(small_tune_config())), encoding="utf-8")
     code, _, err = cli("tune", "--config", str(bad))
     assert code == 2 and no_traceback(err)
     assert all(text in err for text in named), err
@@ -122,14 +97,14 @@ def test_a_bad_field_is_named(cli: Run, tmp_path: Path, change: Callable[[str], 
 
 def test_a_bad_slo_and_too_many_objectives_are_named(cli: Run, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text(CONFIG + '\n[search]\nslos = ["p99_ttft_ms <= 3000", "p99_ttft_ms = 1"]\n',
-                   encoding="utf-8")
+    slos = ["p99_ttft_ms <= 3000", "p99_ttft_ms = 1"]
+    bad.write_text(to_toml(small_tune_config(search={"slos": slos})), encoding="utf-8")
     code, _, err = cli("tune", "--config", str(bad))
     assert code == 2 and no_traceback(err)
     assert "search.slos.1: SLO 'p99_ttft_ms = 1'" in err
-    many = ", ".join(f'"{m}:lower"' for m in ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
-                                               "mean_itl_ms", "mean_e2el_ms"))
-    bad.write_text(CONFIG + f"\n[search]\nobjectives = [{many}]\n", encoding="utf-8")
+    many = [f"{m}:lower" for m in ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
+                                   "mean_e2el_ms")]
+    bad.write_text(to_toml(small_tune_config(search={"objectives": many})), encoding="utf-8")
     code, _, err = cli("tune", "--config", str(bad))
     assert code == 2 and no_traceback(err)
     assert "search.objectives: 6 objectives" in err and "at most 5" in err
@@ -176,9 +151,9 @@ def test_the_command_adapters_name_option_passes_through(tmp_path: Path) -> None
     from tunegate.tuner.driver import Tuner
 
     path = tmp_path / "tune.toml"
-    path.write_text(CONFIG.replace('adapter = "simulator-virtual"', 'adapter = "command"')
-                    + '\n[server.options]\nargv = ["my-server", "--port", "{port}"]\n'
-                    + 'name = "my-engine"\n', encoding="utf-8")
+    options = {"argv": ["my-server", "--port", "{port}"], "name": "my-engine"}
+    config = small_tune_config(server={"adapter": "command", "options": options})
+    path.write_text(to_toml(config), encoding="utf-8")
     engine = Tuner(load_config(path), tmp_path / "run").ctx.engine
     assert isinstance(engine, ProcessEngine) and engine.deployable.name == "my-engine"
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 
+from tunegate.testing.tune_toml import CHUNKED_PREFILL, MAX_NUM_SEQS, small_tune_config, to_toml
 from tunegate.tuner import deciders
 from tunegate.tuner.decisions import replay_decisions
 from tunegate.tuner.journal import read_journal
@@ -62,51 +63,12 @@ DEAD_ENDS = ("the run was stopped before it recorded its config",)
 """What ``tune --resume`` says when the kill came between creating the journal and writing the
 config into it: nothing to resume (the user is told to start again); counted as a dead end."""
 
-CONFIG = """
-[run]
-budget = 4
-seed = 3
-recheck_every = 0
-
-[server]
-adapter = "simulator-virtual"
-scenario = "fast"
-
-[workload]
-dataset = "synthetic"
-num_requests = {requests}
-input_tokens = "64"
-output_tokens = "16"
-concurrency = 4
-
-[[space]]
-name = "max_num_seqs"
-kind = "log_int"
-layer = "memory_concurrency"
-low = 2
-high = 64
-default = 8
-
-[[space]]
-name = "enable_chunked_prefill"
-kind = "bool"
-layer = "features"
-default = true
-
-[objective]
-metric = "output_throughput"
-
-[gate]
-repeats = 2
-initial_repeats = 2
-
-[report]
-plots = {plots}
-"""
-
 
 def write_config(path: Path, requests: int = 16, plots: bool = False) -> Path:
-    path.write_text(CONFIG.format(requests=requests, plots=str(plots).lower()), encoding="utf-8")
+    """Four proposals of two parameters, on a workload of ``requests`` requests."""
+    config = small_tune_config(run={"budget": 4}, workload={"num_requests": requests},
+                               space=[MAX_NUM_SEQS, CHUNKED_PREFILL], report={"plots": plots})
+    path.write_text(to_toml(config), encoding="utf-8")
     return path
 
 

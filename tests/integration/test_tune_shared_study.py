@@ -25,6 +25,7 @@ import pytest
 
 from tunegate.cli import main
 from tunegate.search.storage import StudyStore
+from tunegate.testing.tune_toml import CHUNKED_PREFILL, MAX_NUM_SEQS, small_tune_config, to_toml
 from tunegate.tuner import deciders
 from tunegate.tuner.config import load_config
 from tunegate.tuner.decisions import replay_decisions
@@ -35,59 +36,21 @@ from tunegate.tuner.shared import open_study
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CONFIG = """
-[run]
-budget = {budget}
-seed = {seed}
-recheck_every = 0
 
-[server]
-adapter = "simulator-virtual"
-scenario = "fast"
-
-[workload]
-dataset = "synthetic"
-num_requests = 16
-input_tokens = "64"
-output_tokens = "16"
-concurrency = 4
-
-[[space]]
-name = "max_num_seqs"
-kind = "log_int"
-layer = "memory_concurrency"
-low = 2
-high = 64
-default = 8
-
-[[space]]
-name = "enable_chunked_prefill"
-kind = "bool"
-layer = "features"
-default = true
-
-[search]
-study = "{url}"
-
-[objective]
-metric = "{objective}"
-
-[gate]
-repeats = 2
-initial_repeats = 2
-
-[report]
-plots = false
-
-[knowledge]
-warm_start = false  # the study is the channel under test (a warm start would learn it first)
-"""
+def study_config(url: str, *, seed: int = 3, budget: int = 14,
+                 objective: str = "output_throughput") -> dict[str, Any]:
+    """Two parameters, sharing the study at ``url``; no warm start, as the study is the channel
+    under test (a warm start would learn it first)."""
+    return small_tune_config(run={"budget": budget, "seed": seed},
+                             space=[MAX_NUM_SEQS, CHUNKED_PREFILL], search={"study": url},
+                             objective={"metric": objective}, report={"plots": False},
+                             knowledge={"warm_start": False})
 
 
 def write_config(path: Path, study: Path, *, seed: int = 3, budget: int = 14,
                  objective: str = "output_throughput") -> Path:
-    path.write_text(CONFIG.format(url=f"sqlite:///{study}", seed=seed, budget=budget,
-                                  objective=objective), encoding="utf-8")
+    config = study_config(f"sqlite:///{study}", seed=seed, budget=budget, objective=objective)
+    path.write_text(to_toml(config), encoding="utf-8")
     return path
 
 
@@ -246,8 +209,7 @@ def test_a_failing_study_costs_the_run_nothing(
 def test_a_study_url_with_a_password_is_refused_without_echoing_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str) -> None:
     config = tmp_path / "tune.toml"
-    config.write_text(CONFIG.format(url=url, seed=3, budget=1, objective="output_throughput"),
-                      encoding="utf-8")
+    config.write_text(to_toml(study_config(url, budget=1)), encoding="utf-8")
     assert tune(config, tmp_path / "a") == 2
     err = capsys.readouterr().err
     assert "search.study" in err and "password" in err and "s3" not in err

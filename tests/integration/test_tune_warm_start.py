@@ -27,64 +27,36 @@ import pytest
 from tunegate.cli import main
 from tunegate.knowledge import KnowledgeBase
 from tunegate.servers.simulator import scenarios
+from tunegate.testing.tune_toml import CHUNKED_PREFILL, MAX_NUM_SEQS, small_tune_config, to_toml
 from tunegate.tuner.journal import read_journal
 from tunegate.tuner.outcomes import TrialVerdict
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CONFIG = """
-[run]
-budget = {budget}
-seed = {seed}
-recheck_every = 0
 
-[server]
-adapter = "simulator-virtual"
-scenario = "{scenario}"
-{server}
-
-[workload]
-dataset = "synthetic"
-num_requests = 16
-input_tokens = "64"
-output_tokens = "16"
-concurrency = 4
-
-[[space]]
-name = "max_num_seqs"
-kind = "log_int"
-layer = "memory_concurrency"
-low = 2
-high = 64
-default = 8
-
-[[space]]
-name = "enable_chunked_prefill"
-kind = "bool"
-layer = "features"
-default = true
-
-[objective]
-metric = "output_throughput"
-
-[gate]
-repeats = 2
-initial_repeats = 2
-
-[report]
-plots = false
-{knowledge}
-"""
+def warm_start_config(*, scenario: str = "fast", seed: int = 3, budget: int = 12,
+                      knowledge: dict[str, Any] | None = None,
+                      server: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Two parameters on ``scenario``; ``server`` adds to ``[server]``, ``knowledge`` is the
+    ``[knowledge]`` table (none: the defaults, warm start and recording on)."""
+    config = small_tune_config(run={"budget": budget, "seed": seed},
+                               server={"scenario": scenario, **(server or {})},
+                               space=[MAX_NUM_SEQS, CHUNKED_PREFILL], report={"plots": False})
+    if knowledge is not None:
+        config["knowledge"] = knowledge
+    return config
 
 
 def tune(tmp_path: Path, name: str, *, scenario: str = "fast", seed: int = 3,
-         budget: int = 12, knowledge: str = "", server: str = "") -> dict[str, Any]:
+         budget: int = 12, knowledge: dict[str, Any] | None = None,
+         server: dict[str, Any] | None = None) -> dict[str, Any]:
     """``tunegate tune`` to its end; its summary."""
-    config = tmp_path / f"{name}.toml"
-    config.write_text(CONFIG.format(scenario=scenario, seed=seed, budget=budget,
-                                    knowledge=knowledge, server=server), encoding="utf-8")
+    path = tmp_path / f"{name}.toml"
+    config = warm_start_config(scenario=scenario, seed=seed, budget=budget, knowledge=knowledge,
+                               server=server)
+    path.write_text(to_toml(config), encoding="utf-8")
     run_dir = tmp_path / name
-    assert main(["tune", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 0
+    assert main(["tune", "--config", str(path), "--run-dir", str(run_dir), "--quiet"]) == 0
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     return summary
 
@@ -187,7 +159,7 @@ def test_another_server_setup_is_not_warm_started(tmp_path: Path,
     setting beside the searched parameters): another deployment, listed, not used."""
     monkeypatch.setenv("TUNEGATE_KB", str(tmp_path / "kb.sqlite"))
     tune(tmp_path, "plain", budget=3)
-    other = tune(tmp_path, "tweaked", budget=3, server='env = { VLLM_SOMETHING = "1" }')
+    other = tune(tmp_path, "tweaked", budget=3, server={"env": {"VLLM_SOMETHING": "1"}})
     [refused] = other["warm_start"]["invalid"]
     assert [f["name"] for f in refused["fields"]] == ["server.setup"]
     assert other["warm_start"]["used"] == []
@@ -198,8 +170,7 @@ def test_warm_start_and_recording_can_be_switched_off(tmp_path: Path,
     kb = tmp_path / "kb.sqlite"
     monkeypatch.setenv("TUNEGATE_KB", str(kb))
     tune(tmp_path, "a", budget=3)
-    cold = tune(tmp_path, "b", budget=3,
-                knowledge="[knowledge]\nwarm_start = false\nrecord = false\n")
+    cold = tune(tmp_path, "b", budget=3, knowledge={"warm_start": False, "record": False})
     assert cold["warm_start"] is None and cold["fingerprint"] is not None
     with KnowledgeBase.open(str(kb)) as base:
         assert len(base.records()) == 1
@@ -213,7 +184,7 @@ def test_a_file_that_is_not_a_knowledge_base_costs_the_run_nothing(
     before = garbage.read_bytes()
     monkeypatch.setenv("TUNEGATE_KB", str(garbage))
     config = tmp_path / "c.toml"
-    config.write_text(CONFIG.format(scenario="fast", seed=3, budget=3, knowledge="", server=""))
+    config.write_text(to_toml(warm_start_config(budget=3)))
     assert main(["tune", "--config", str(config), "--run-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "starting without a warm start" in out and "the run was not recorded" in out

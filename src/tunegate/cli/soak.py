@@ -324,8 +324,8 @@ def _print_verdict(result: Any, out: Path, plot: Path | None, page: Path | None,
                   + ("" if doc["trusted"] else " [red](not trusted: most windows invalid)[/]"))
         for line in doc["evidence"]:
             con.print(f"  - {escape(line)}")
-    con.print(f"soak.json, records: {out}" + (f"; plot: {plot}" if plot else "")
-              + (f"; report: {page}" if page else ""))
+    con.print(escape(f"soak.json, records: {out}" + (f"; plot: {plot}" if plot else "")
+                     + (f"; report: {page}" if page else "")))
 
 
 def run(argv: Sequence[str]) -> int:

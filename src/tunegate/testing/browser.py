@@ -202,16 +202,14 @@ def _stop(process: subprocess.Popen[str]) -> None:
     process.wait(timeout=30)
 
 
-def page_problems(path: Path, chromium: str | None, *, at_least: int = 1) -> list[str]:
-    """Everything wrong with the HTML report at ``path``, as lines (empty: it renders): a
-    resource it would fetch, and with a ``chromium``, whether the charts settled, every console
-    error, every request leaving the file, too few charts and each chart that did not draw."""
-    from tunegate.report.offline import remote_resources
-
-    problems = [f"fetches {r}" for r in remote_resources(path.read_text(encoding="utf-8"))]
-    if chromium is None:
-        return problems
+def page_problems(path: Path, chromium: str, *, at_least: int = 1) -> list[str]:
+    """Everything wrong with the HTML report at ``path`` in Chromium, as lines (empty: it
+    renders): whether the charts settled, every console error, every request leaving the file,
+    too few charts and each chart that did not draw. (What the HTML itself would fetch is
+    :func:`tunegate.report.offline.remote_resources`' to say: this module ranks below
+    ``report``.)"""
     check = open_in_chromium(path, chromium)
+    problems: list[str] = []
     if check.settled != "all":
         problems.append(f"charts did not settle: {check.settled or 'timeout'}")
     problems += check.errors + [f"requested {url}" for url in check.remote_requests]
