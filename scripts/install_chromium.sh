@@ -25,7 +25,7 @@ find_browser() {
 if find_browser; then exit 0; fi
 if [[ "${TUNEGATE_NO_APT:-0}" != 1 && "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1
 then
-    log "installing Debian's chromium package with apt-get (about 2 minutes)"
+    log "installing Debian's chromium package with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y -qq --no-install-recommends chromium >&2 \
         || { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends chromium >&2; }

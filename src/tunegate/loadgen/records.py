@@ -16,8 +16,12 @@ are kept apart with their own source. Records written before these fields existe
 
 from __future__ import annotations
 
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from functools import cache
 from typing import Any
 
 __all__ = ["ANSWER", "BOTH", "REASONING", "CountSource", "Outcome", "RequestRecord"]
@@ -171,12 +175,53 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        """Inverse of :meth:`to_dict`; raises ``KeyError``/``ValueError`` on a malformed dict.
+        """Inverse of :meth:`to_dict`.
 
         Fields added later (reasoning) are optional, so older result files still read back.
+
+        Raises:
+            KeyError: A required field is missing.
+            ValueError: An unknown field or enum value, or a field of the wrong type (named,
+                with the value: a damaged or hand-edited file must not reach arithmetic).
         """
         fields = dict(data)
         fields["outcome"] = Outcome(fields["outcome"])
         for name in ("input_tokens_source", "output_tokens_source", "reasoning_tokens_source"):
             fields[name] = CountSource(fields.get(name, "unknown"))
-        return cls(**fields)
+        try:
+            record = cls(**fields)
+        except TypeError as exc:  # an unknown or missing keyword
+            raise ValueError(str(exc)) from None
+        for name, (fits, expected) in _field_checks().items():
+            value = getattr(record, name)
+            if not fits(value):
+                raise ValueError(f"{name} is {repr(value)[:60]}, not {expected}")
+        return record
+
+
+def _check(hint: Any) -> Callable[[Any], bool]:
+    """A predicate for JSON values of a field's declared type, built once per field: a type
+    test per value (``type(v) is int`` also refuses ``True``), so a record with thousands of
+    token timestamps still reads in microseconds."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        checks = [_check(arg) for arg in args]
+        return lambda v: any(check(v) for check in checks)
+    if hint is type(None):
+        return lambda v: v is None
+    if typing.get_origin(hint) is list and args == (int,):
+        return lambda v: type(v) is list and all(type(x) is int for x in v)
+    if hint is int:
+        return lambda v: type(v) is int
+    if isinstance(hint, type):
+        return lambda v: isinstance(v, hint)
+    raise TypeError(f"no check for {hint!r}")  # a new field type: add its check here
+
+
+@cache
+def _field_checks() -> dict[str, tuple[Callable[[Any], bool], str]]:
+    """Each field's check and the type it names in an error."""
+    hints = typing.get_type_hints(RequestRecord)
+    return {name: (_check(hint), str(hint).replace("typing.", "")
+                   if not isinstance(hint, type) else hint.__name__)
+            for name, hint in hints.items()}

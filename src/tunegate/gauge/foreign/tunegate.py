@@ -51,12 +51,24 @@ def _context(doc: Mapping[str, Any]) -> RunContext:
     )
 
 
+def _record(index: int, raw: Any) -> RequestRecord:
+    """``records[index]`` read back; a malformed one is a ``ValueError`` naming it."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"records[{index}] is {type(raw).__name__}, not a request record")
+    try:
+        return RequestRecord.from_dict(dict(raw))
+    except KeyError as exc:
+        raise ValueError(f"records[{index}]: no field {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"records[{index}]: {exc}") from None
+
+
 def read_tunegate(doc: Mapping[str, Any]) -> Dataset:
     """A tunegate result as a dataset."""
     context = _context(doc)
     records = doc.get("records")
     if isinstance(records, list) and records:
-        parsed = [RequestRecord.from_dict(r) for r in records]
+        parsed = [_record(i, r) for i, r in enumerate(records)]
         return dataset_from_records(parsed, context, source="tunegate")
     # tunegate writes a true instantaneous peak under vLLM's key (not vLLM's per-second count)
     return Dataset(source="tunegate", summary=vllm_summary(doc, exact_peak=True),
