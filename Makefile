@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck bench-gauge clean llama-server chromium
+.PHONY: install demo test lint typecheck bench-gauge clean llama-server chromium postgres
 
 install: $(STAMP)
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tunegate demo --out-dir demo-out
 
-test: $(STAMP) llama-server chromium
+test: $(STAMP) llama-server chromium postgres
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
@@ -38,6 +38,11 @@ llama-server: $(STAMP)
 # A headless Chromium for the HTML report tests: Debian's package, installed once as root.
 chromium:
 	bash scripts/install_chromium.sh
+
+# A PostgreSQL server for the shared-study and lease tests: Debian's package, installed once as
+# root; each test session makes a throwaway cluster of its own in a temporary directory.
+postgres:
+	bash scripts/install_postgres.sh
 
 bench-gauge: $(STAMP)
 	$(BIN)/python benchmarks/gauge_accuracy.py

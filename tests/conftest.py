@@ -10,10 +10,13 @@ default location removes it explicitly.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tunegate.testing.postgres import ThrowawayCluster, find_server_bin
 
 _NUMBER = itertools.count()
 
@@ -41,3 +44,26 @@ def _private_knowledge_base(_knowledge_dir: Path, monkeypatch: pytest.MonkeyPatc
     path = _knowledge_dir / f"kb-{next(_NUMBER)}.sqlite"
     monkeypatch.setenv("TUNEGATE_KB", str(path))
     yield path
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[ThrowawayCluster]:
+    """One throwaway PostgreSQL server for the session (``scripts/install_postgres.sh``
+    installs the server; ``make test`` runs it). Without one, the ``postgres`` tests are
+    skipped with the reason, except under CI, where that is a failure."""
+    if find_server_bin() is None:
+        reason = ("no PostgreSQL server found; run scripts/install_postgres.sh (as root it "
+                  "installs Debian's postgresql package) or set TUNEGATE_PG_BIN")
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with ThrowawayCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: ThrowawayCluster) -> str:
+    """A fresh, empty database on the session's server, as a SQLAlchemy URL (no password)."""
+    if not postgres_cluster.running:  # a test stopped it and failed before restarting it
+        postgres_cluster.start()
+    return postgres_cluster.create_database(f"t{next(_NUMBER)}")

@@ -1,6 +1,9 @@
 """Lease across real processes: 8 contenders, takeover after kill -9, fencing after a stall.
 
-This file is also the worker script: ``python test_lease_contention.py MODE ...``.
+Every specification runs on both backends: lock files on this host (``file``) and a table in a
+real PostgreSQL server (``postgres``, the lease several hosts share; a throwaway cluster, see
+``tests/conftest.py``). A contender is named by where its lease lives: a directory or a URL.
+This file is also the worker script: ``python test_lease_contention.py MODE WHERE ...``.
 """
 
 from __future__ import annotations
@@ -13,19 +16,48 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tunegate.errors import LeaseBusyError, LeaseLostError
+from tunegate.tuner.holder import LeaseRecord
 from tunegate.tuner.journal import Journal, read_journal
 from tunegate.tuner.lease import Lease
+from tunegate.tuner.lease_core import ServiceLease
+from tunegate.tuner.lease_postgres import PostgresLease
 
 pytestmark = pytest.mark.integration
 SERVICE = "sim-seed"
 WORKERS, ROUNDS = 8, 5
 
 
-def _contend(directory: str, log_path: str, go: str, use_lease: str) -> None:
+def lease_at(where: str | Path, **options: Any) -> ServiceLease:
+    """The lease of SERVICE in a directory (file backend) or a PostgreSQL database (URL)."""
+    if str(where).startswith("postgresql"):
+        return PostgresLease(str(where), SERVICE, **options)
+    return Lease(where, SERVICE, **options)
+
+
+def current_record(where: str | Path) -> LeaseRecord | None:
+    """The record a contender would judge now."""
+    lease = lease_at(where)
+    try:
+        return lease._read_current()
+    finally:
+        lease.release()
+
+
+@pytest.fixture(params=["file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the contenders' lease lives: a directory, or a fresh PostgreSQL database."""
+    if request.param == "file":
+        return str(tmp_path / "locks")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def _contend(where: str, log_path: str, go: str, use_lease: str) -> None:
     """Take the lease ROUNDS times, logging (t_acquire, t_release, pid, epoch) from inside."""
     import random
 
@@ -34,7 +66,7 @@ def _contend(directory: str, log_path: str, go: str, use_lease: str) -> None:
         time.sleep(0.001)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     for _ in range(ROUNDS):
-        lease = Lease(directory, SERVICE, ttl_s=2.0, heartbeat_s=0.5, poll_s=0.01)
+        lease = lease_at(where, ttl_s=2.0, heartbeat_s=0.5, poll_s=0.01)
         if use_lease == "yes":
             lease.acquire(timeout_s=60)
         t_acquire = time.monotonic_ns()
@@ -46,10 +78,9 @@ def _contend(directory: str, log_path: str, go: str, use_lease: str) -> None:
         time.sleep(rng.uniform(0, 0.005))
 
 
-def _hold(directory: str, host: str, ttl: str, seconds: str, journal_path: str) -> None:
+def _hold(where: str, host: str, ttl: str, seconds: str, journal_path: str) -> None:
     """Hold the lease and append to a journal every 20 ms; exit 3 when a write is refused."""
-    lease = Lease(directory, SERVICE, ttl_s=float(ttl), heartbeat_s=float(ttl) / 5,
-                  host=host or None)
+    lease = lease_at(where, ttl_s=float(ttl), heartbeat_s=float(ttl) / 5, host=host or None)
     lease.acquire(timeout_s=10)
     record = lease.record
     assert record is not None
@@ -72,9 +103,9 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
 
 
-def _run_contention(tmp_path: Path, use_lease: str) -> list[list[int]]:
+def _run_contention(tmp_path: Path, where: str, use_lease: str) -> list[list[int]]:
     log, go = tmp_path / "holders.log", tmp_path / "go"
-    procs = [_spawn("contend", str(tmp_path), str(log), str(go), use_lease)
+    procs = [_spawn("contend", where, str(log), str(go), use_lease)
              for _ in range(WORKERS)]
     time.sleep(0.5)  # let every worker reach the start line
     go.touch()
@@ -88,8 +119,8 @@ def _overlaps(intervals: list[list[int]]) -> int:
     return sum(1 for prev, cur in itertools.pairwise(intervals) if cur[0] < prev[1])
 
 
-def test_eight_contenders_exactly_one_holder_at_any_instant(tmp_path: Path) -> None:
-    intervals = _run_contention(tmp_path, "yes")
+def test_eight_contenders_exactly_one_holder_at_any_instant(tmp_path: Path, where: str) -> None:
+    intervals = _run_contention(tmp_path, where, "yes")
     assert len(intervals) == WORKERS * ROUNDS
     assert len({pid for _, _, pid, _ in intervals}) == WORKERS
     assert _overlaps(intervals) == 0
@@ -99,53 +130,56 @@ def test_eight_contenders_exactly_one_holder_at_any_instant(tmp_path: Path) -> N
 
 def test_overlap_detector_catches_unleased_contenders(tmp_path: Path) -> None:
     """The control: the same workers without the lease do overlap, so the check above can fail."""
-    intervals = _run_contention(tmp_path, "no")
+    intervals = _run_contention(tmp_path, str(tmp_path / "locks"), "no")
     assert _overlaps(intervals) > 0
 
 
-def test_takeover_after_kill_9_only_after_expiry(tmp_path: Path) -> None:
+def test_takeover_after_kill_9_only_after_expiry(where: str) -> None:
     # A TTL of 3 s: the busy check right after the kill must come before the dead holder's
     # expiry even when a loaded machine delays it by a second (1 s failed so on a busy CI run).
-    holder = _spawn("hold", str(tmp_path), "", "3.0", "60", "")
+    holder = _spawn("hold", where, "", "3.0", "60", "")
     assert holder.stdout is not None
     first = json.loads(holder.stdout.readline())
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     with pytest.raises(LeaseBusyError, match=rf"pid {holder.pid} .*holder dead"):
-        Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=0.1)
-    dead = Lease(tmp_path, SERVICE).records.current()
+        lease_at(where, ttl_s=5).acquire(timeout_s=0.1)
+    dead = current_record(where)
     assert dead is not None and dead.pid == holder.pid
-    with Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=10) as successor:
+    with lease_at(where, ttl_s=5).acquire(timeout_s=10) as successor:
         assert time.time() >= dead.expires_at  # not a moment before the dead holder's expiry
         assert successor.epoch == first["epoch"] + 1
 
 
-def test_live_holder_never_displaced_past_its_ttl(tmp_path: Path) -> None:
-    holder = _spawn("hold", str(tmp_path), "", "0.5", "2.0", "")
+def test_live_holder_never_displaced_past_its_ttl(where: str) -> None:
+    holder = _spawn("hold", where, "", "0.5", "2.0", "")
     assert holder.stdout is not None
     first = json.loads(holder.stdout.readline())
     time.sleep(0.8)  # past the first TTL: only renewals keep it
-    with pytest.raises(LeaseBusyError, match=rf"pid {holder.pid} .*still holds the lock"):
-        Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=0.6)
-    with Lease(tmp_path, SERVICE, ttl_s=5).acquire(timeout_s=10) as successor:
+    with pytest.raises(LeaseBusyError, match=rf"pid {holder.pid} .*(still holds the lock|"
+                       "process is alive)"):
+        lease_at(where, ttl_s=5).acquire(timeout_s=0.6)
+    with lease_at(where, ttl_s=5).acquire(timeout_s=10) as successor:
         acquired = time.time()
         released = json.loads(holder.stdout.readline())["released_at"]
         assert acquired >= released and successor.epoch == first["epoch"] + 1
     assert holder.wait(timeout=5) == 0
 
 
-def test_stalled_holder_is_fenced_after_takeover(tmp_path: Path) -> None:
-    """SIGSTOP past the TTL on a lock other hosts cannot see: the successor wins, and the
-    stalled process, resumed, has its next journal write refused."""
+def test_stalled_holder_is_fenced_after_takeover(tmp_path: Path, where: str) -> None:
+    """SIGSTOP past the TTL of a holder on another host (node-a; on the file backend its lock
+    is removed, as another host would not see it): the successor wins, and the stalled
+    process, resumed, has its next journal write refused."""
     journal = tmp_path / "journal.jsonl"
-    holder = _spawn("hold", str(tmp_path), "node-a", "0.5", "30", str(journal))
+    holder = _spawn("hold", where, "node-a", "0.5", "30", str(journal))
     assert holder.stdout is not None
     json.loads(holder.stdout.readline())
     time.sleep(0.1)
     holder.send_signal(signal.SIGSTOP)
-    (tmp_path / f"{SERVICE}.lock").unlink()
+    if not where.startswith("postgresql"):
+        (Path(where) / f"{SERVICE}.lock").unlink()
     try:
-        with Lease(tmp_path, SERVICE, ttl_s=5, host="node-b").acquire(timeout_s=5) as successor:
+        with lease_at(where, ttl_s=5, host="node-b").acquire(timeout_s=5) as successor:
             assert successor.epoch == 2
             holder.send_signal(signal.SIGCONT)
             assert holder.wait(timeout=10) == 3

@@ -3,7 +3,9 @@
 Storage modules, upstream of the state machine:
 
 - :mod:`~tunegate.files.atomic`: atomic, durable file replacement (kept config, summary).
-- :mod:`~tunegate.tuner.holder`, :mod:`~tunegate.tuner.lease`: one run per service.
+- :mod:`~tunegate.tuner.holder`, :mod:`~tunegate.tuner.lease_core`: one run per service; its
+  backends :mod:`~tunegate.tuner.lease` (lock files, one host) and
+  :mod:`~tunegate.tuner.lease_postgres` (a PostgreSQL table, several hosts).
 - :mod:`~tunegate.tuner.digest`: canonical JSON and SHA-256 digests.
 - :mod:`~tunegate.tuner.journal`: append-only checksummed JSONL.
 - :mod:`~tunegate.tuner.decisions`: ``decisions.jsonl``, replayable.
@@ -17,6 +19,7 @@ from tunegate.tuner.digest import canonical_json, digest
 from tunegate.tuner.holder import LeaseRecord
 from tunegate.tuner.journal import Journal, JournalRecord, read_journal
 from tunegate.tuner.lease import Lease, fenced_write_bytes, fenced_write_json
+from tunegate.tuner.lease_core import ServiceLease
 
 __all__ = [
     "Decision",
@@ -26,6 +29,7 @@ __all__ = [
     "JournalRecord",
     "Lease",
     "LeaseRecord",
+    "ServiceLease",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",

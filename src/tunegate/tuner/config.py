@@ -61,32 +61,19 @@ from tunegate.search.objectives import (
 )
 from tunegate.search.space import Layer, Light, Param, SearchSpace
 from tunegate.tuner.config_knowledge import KnowledgeSection
+from tunegate.tuner.config_run import MAX_BUDGET, RunSection
 from tunegate.tuner.config_search import SearchSection, Strict, parse_objective
 from tunegate.tuner.metric_names import unknown_metric
 from tunegate.workload import WorkloadConfig, format_validation_error
 
-__all__ = ["SearchSection", "TuneConfig", "load_config", "parse_objective"]
+__all__ = ["MAX_BUDGET", "RunSection", "SearchSection", "TuneConfig", "load_config",
+           "parse_objective"]
 
-
-MAX_BUDGET = 1000
-"""Proposals one run may make: each restarts the server and measures it up to ``[gate]
-repeats`` times; a longer search is several runs sharing a ``[search] study``."""
 
 MAX_REPEATS = 1000
 """Repeats per config: power analysis asks for 394 per arm to detect a 1% change under 5%
 run-to-run noise (``tunegate stats power --sigma 0.05 --effect 0.01 --method t``); past 1000 a
 repeat only adds hours of benchmarking to a gate that has long decided."""
-
-
-def _budget(value: int) -> int:
-    if value < 1:
-        raise ValueError("at least 1 proposal (to measure the service as it is, without tuning, "
-                         "use `tunegate bench`)")
-    if value > MAX_BUDGET:
-        raise ValueError(f"at most {MAX_BUDGET} proposals: each one restarts the server and "
-                         "measures it up to [gate] repeats times; split the search into runs "
-                         "sharing a [search] study")
-    return value
 
 
 def _repeats(value: int) -> int:
@@ -113,21 +100,6 @@ def _metric(name: str) -> str:
     if complaint is not None:
         raise ValueError(complaint)
     return name
-
-
-class RunSection(Strict):
-    mode: Literal["sandbox", "production"] = "sandbox"
-    budget: Annotated[int, AfterValidator(_budget)] = Field(
-        default=12, description=f"proposals to evaluate (1 to {MAX_BUDGET})")
-    seed: int = Field(default=0, ge=0)
-    approval: Literal["prompt", "file", "command"] = "prompt"
-    approval_file: Path | None = None
-    approval_command: list[str] | None = None
-    approval_timeout_s: float = Field(default=600.0, gt=0)
-    patience: int = Field(default=0, ge=0, description="stop after this many rounds without a "
-                          "keep (0: never; the budget decides)")
-    recheck_every: int = Field(default=4, ge=0, description="re-measure the kept config every N "
-                               "rounds for drift (0: never)")
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

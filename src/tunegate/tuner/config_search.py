@@ -24,7 +24,8 @@ from tunegate.search.objectives import (
 )
 from tunegate.tuner.metric_names import unknown_metric
 
-__all__ = ["SearchSection", "Strict", "parse_objective"]
+__all__ = ["SearchSection", "Strict", "mask_url_passwords", "parse_objective",
+           "refuse_url_password"]
 
 
 class Strict(BaseModel):
@@ -73,17 +74,37 @@ def _slo_rule(rule: str) -> str:
     return rule
 
 
-def _study_url(url: str) -> str:
-    """A storage URL without a password: the config is copied into the journal and into every
-    proposal decision, so a secret there would be written to disk many times. What counts as
-    a password (``user:secret@``, or a query key such as ``password``, ``PassWord``,
+def refuse_url_password(field: str, url: str) -> None:
+    """Refuse a database URL holding a password: the config is copied into the journal and
+    into every proposal decision, so a secret there would be written to disk many times. What
+    counts as a password (``user:secret@``, or a query key such as ``password``, ``PassWord``,
     ``pass%77ord``, ``sslpassword``, ``pwd``, ``pass``, ``secret``, ``token``, in any case or
     encoding) is :func:`~tunegate.loadgen.redact.url_holds_password`'s rule; the value this
-    check sees is already masked (:meth:`SearchSection._mask_study_password`)."""
+    check sees is already masked (:func:`mask_url_passwords`).
+
+    Raises:
+        ValueError: The URL holds a password (pydantic names the field).
+    """
     if url_holds_password(url):
-        raise ValueError("study: the URL holds a password, which would be written into the "
+        raise ValueError(f"{field}: the URL holds a password, which would be written into the "
                          "journal and the decision log; use the database's own secret store "
                          "(PGPASSWORD, ~/.pgpass, ~/.my.cnf) and a URL without it")
+
+
+def mask_url_passwords(data: Any, fields: tuple[str, ...]) -> Any:
+    """``data`` (a section's raw dict) with a password in each URL field masked, before any
+    check sees it: the check refuses the URL, and an error line quotes the value it refused
+    (``(got '...')``), which then holds ``***`` instead of the password."""
+    if not isinstance(data, dict):
+        return data
+    masked = {name: mask_url_password(value) for name in fields
+              if isinstance(value := data.get(name), str) and url_holds_password(value)}
+    return {**data, **masked} if masked else data
+
+
+def _study_url(url: str) -> str:
+    """A storage URL without a password (:func:`refuse_url_password`)."""
+    refuse_url_password("study", url)
     if not urlsplit(url).scheme or "://" not in url:
         raise ValueError(f"study {url!r}: expected an Optuna storage URL such as "
                          "'sqlite:////path/to/study.db' or 'postgresql://user@host/db'")
@@ -139,13 +160,7 @@ class SearchSection(Strict):
     @model_validator(mode="before")
     @classmethod
     def _mask_study_password(cls, data: Any) -> Any:
-        """Mask a password in ``study`` before any check sees it: the check refuses the URL,
-        and an error line quotes the value it refused (``(got '...')``), which then holds
-        ``***`` instead of the password."""
-        if isinstance(data, dict) and isinstance(study := data.get("study"), str) \
-                and url_holds_password(study):
-            return {**data, "study": mask_url_password(study)}
-        return data
+        return mask_url_passwords(data, ("study",))
 
     def outcome_constraints(self) -> tuple[OutcomeConstraint, ...]:
         """The SLOs, parsed."""

@@ -28,7 +28,7 @@ from tunegate.tuner.config import BenchmarkSection, RunSection, TuneConfig
 from tunegate.tuner.decisions import DecisionKind, DecisionLog, for_log
 from tunegate.tuner.digest import digest
 from tunegate.tuner.journal import Journal
-from tunegate.tuner.lease import Lease
+from tunegate.tuner.lease_core import ServiceLease
 from tunegate.tuner.masking import engine_env
 from tunegate.tuner.measure import Measurement, measure
 from tunegate.tuner.runstate import RunState
@@ -106,7 +106,7 @@ class TunerContext:
     rs: RunState = field(default_factory=RunState)
     journal: Journal | None = None
     decisions: DecisionLog | None = None
-    lease: Lease | None = None
+    lease: ServiceLease | None = None
     study: Any = None
     serving: dict[str, Any] | None = None
     start_failure: str = ""

@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tunegate.tuner.digest import canonical_json, digest, normalize
 from tunegate.tuner.journal import Journal, JournalRecord, read_journal
-from tunegate.tuner.lease import Lease
+from tunegate.tuner.lease_core import ServiceLease
 from tunegate.tuner.proposal_history import HistoryError, HistoryExpander
 
 __all__ = [
@@ -158,7 +158,7 @@ class DecisionLog:
         self._by_id = {d.id: d for d in self.decisions}
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, lease: Lease | None = None,
+    def open(cls, path: str | os.PathLike[str], *, lease: ServiceLease | None = None,
              fsync_every: int = 1, chained: bool = False) -> DecisionLog:
         """Open (creating if needed) a decision log; arguments as for :meth:`Journal.open`."""
         return cls(Journal.open(path, lease=lease, fsync_every=fsync_every, chained=chained))

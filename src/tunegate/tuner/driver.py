@@ -30,6 +30,7 @@ from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.context import Confirm, TunerContext
 from tunegate.tuner.handlers import HANDLERS
 from tunegate.tuner.kb_record import record_run
+from tunegate.tuner.lease_core import denial_line
 from tunegate.tuner.outcomes import EndReason
 from tunegate.tuner.rundir import hold_service
 from tunegate.tuner.runstate import RunState
@@ -148,7 +149,7 @@ class Tuner:
         except LeaseBusyError as exc:
             ctx.rs.state = next_state(State.LEASE, Event.LEASE_DENIED)
             ctx.rs.reason, ctx.rs.end_reason = str(exc), EndReason.LEASE_DENIED
-            ctx.say(f"another tuning run holds this service: {exc}")
+            ctx.say(denial_line(exc))
             return False
         if ctx.rs.state.is_final:  # resuming a run that had already finished
             write_summary(ctx.run_dir, ctx.config, ctx.rs)

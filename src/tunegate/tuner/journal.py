@@ -45,7 +45,7 @@ from tunegate.tuner.journal_chain import (
     head_path,
     read_head,
 )
-from tunegate.tuner.lease import Lease
+from tunegate.tuner.lease_core import ServiceLease
 
 __all__ = ["GENESIS", "ChainHead", "Journal", "JournalRecord", "Replay", "TornTail",
            "audit_journal", "check_head", "encode_record", "head_path", "read_head",
@@ -173,7 +173,7 @@ def _order_problem(path: str | os.PathLike[str], lineno: int, record: JournalRec
 class Journal:
     """An open journal: the replayed records plus an appender. Use :meth:`open`."""
 
-    def __init__(self, path: Path, fd: int, replay: Replay, *, lease: Lease | None,
+    def __init__(self, path: Path, fd: int, replay: Replay, *, lease: ServiceLease | None,
                  epoch: int | None, fsync_every: int, chained: bool) -> None:
         self.path = path
         self.records: list[JournalRecord] = list(replay.records)
@@ -192,7 +192,7 @@ class Journal:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, lease: Lease | None = None,
+    def open(cls, path: str | os.PathLike[str], *, lease: ServiceLease | None = None,
              epoch: int | None = None, fsync_every: int = 1, chained: bool = False) -> Journal:
         """Open (creating if needed) a journal for appending, after replaying and repairing it.
 

@@ -1,4 +1,7 @@
-"""One tuning run per service: a lock file, a lease record, a heartbeat, and an epoch fence.
+"""One tuning run per service on one host: a lock file, a lease record, a heartbeat, and an
+epoch fence. The default backend; the rules every backend shares (acquisition, heartbeat,
+fencing) are :class:`~tunegate.tuner.lease_core.ServiceLease`'s, and
+:mod:`tunegate.tuner.lease_postgres` keeps the same record in a database several hosts share.
 
 Two layers, because each covers the other's blind spot (files in ``directory``):
 
@@ -34,27 +37,22 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import logging
 import os
-import random
 import re
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from tunegate.errors import LeaseBusyError, LeaseLostError
+from tunegate.errors import LeaseLostError
 from tunegate.files.atomic import atomic_write_bytes, atomic_write_json
-from tunegate.tuner.holder import LeaseRecord, RecordStore, holder_liveness, new_record
+from tunegate.tuner.holder import LeaseRecord, RecordStore, new_record
+from tunegate.tuner.lease_core import ServiceLease
 
 __all__ = ["Lease", "fenced_write_bytes", "fenced_write_json"]
 
-log = logging.getLogger(__name__)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -65,93 +63,37 @@ def _file_stem(service: str) -> str:
     return f"{_SAFE.sub('_', service)[:64]}-{short}"
 
 
-class Lease:
-    """The exclusive right to tune one service, held as a context manager.
+class Lease(ServiceLease):
+    """The exclusive right to tune one service on this host, held as a context manager.
 
     Args:
         directory: Where ``<service>.lock`` and ``<service>.lease/`` live (created if
             missing). Every contender for a service must use the same directory.
         service: The service id (any string; unsafe characters are replaced in file names).
-        ttl_s: Lease duration; a holder that does not renew within it may be taken over.
-        heartbeat_s: Renewal interval (default ``ttl_s / 3``); must be under ``ttl_s / 2``.
-        timeout_s: How long :meth:`acquire` keeps trying (default ``1.5 * ttl_s``, enough to
-            outlast a dead holder's lease).
-        poll_s: Mean pause between tries (jittered by +-50%).
-        host: This machine's name as written in the record (default ``socket.gethostname()``).
-        on_lost: Called once, from the heartbeat thread, if the lease is found taken over.
+        **options: ``ttl_s``, ``heartbeat_s``, ``timeout_s``, ``poll_s``, ``host``,
+            ``on_lost`` (see :class:`~tunegate.tuner.lease_core.ServiceLease`).
     """
 
     def __init__(self, directory: str | os.PathLike[str], service: str, *, ttl_s: float = 30.0,
                  heartbeat_s: float | None = None, timeout_s: float | None = None,
                  poll_s: float = 0.05, host: str | None = None,
                  on_lost: Callable[[LeaseLostError], None] | None = None) -> None:
-        heartbeat = ttl_s / 3 if heartbeat_s is None else heartbeat_s
-        if not ttl_s > 0 or not 0 < heartbeat < ttl_s / 2:
-            raise ValueError(f"need ttl_s > 0 and 0 < heartbeat_s < ttl_s/2, got {ttl_s}, "
-                             f"{heartbeat}")
         self.directory = Path(directory)
-        self.service = service
-        self.ttl_s = ttl_s
-        self.heartbeat_s = heartbeat
-        self.timeout_s = 1.5 * ttl_s if timeout_s is None else timeout_s
-        self.poll_s = poll_s
-        self.host = host if host is not None else socket.gethostname()
-        self.on_lost = on_lost
         stem = _file_stem(service)
         self.lock_path = self.directory / f"{stem}.lock"
+        super().__init__(service, str(self.lock_path), ttl_s=ttl_s, heartbeat_s=heartbeat_s,
+                         timeout_s=timeout_s, poll_s=poll_s, host=host, on_lost=on_lost)
         self.records = RecordStore(self.directory / f"{stem}.lease")
         self._token = uuid.uuid4().hex
         self._fd: int | None = None
-        self._record: LeaseRecord | None = None
-        self._lost: LeaseLostError | None = None
-        self._mutex = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def held(self) -> bool:
-        """Whether this object holds the lease (acquired, not released, not lost)."""
-        return self._record is not None and self._lost is None
-
-    @property
-    def epoch(self) -> int:
-        """This tenure's epoch. Raises :class:`LeaseLostError` when not held."""
-        return self.check_epoch(reread=False)
-
-    @property
-    def record(self) -> LeaseRecord | None:
-        """The record this object last wrote, or ``None`` before acquisition."""
-        return self._record
 
     def acquire(self, timeout_s: float | None = None) -> Lease:
-        """Take the lease, retrying until ``timeout_s`` (default: the constructor's).
-
-        Returns:
-            ``self``, holding the lease, with the heartbeat running.
-
-        Raises:
-            LeaseBusyError: The timeout passed; the message names the holder (host, pid, since
-                when, expiry) and why it could not be taken over.
-        """
-        if self._record is not None:
-            raise RuntimeError("this Lease object was already acquired; create a new one")
+        """Take the lease (see :meth:`ServiceLease.acquire`); creates the directory."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        wait = self.timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + wait
-        while True:
-            reason = self._try_acquire()
-            if reason is None:
-                return self
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise LeaseBusyError(
-                    f"service {self.service!r} is leased: {reason}. Waited {wait:.1f} s for "
-                    f"{self.lock_path}. Wait for that run to finish, or stop it; a crashed "
-                    "holder's lease is taken over once it expires."
-                )
-            time.sleep(min(remaining, self.poll_s * random.uniform(0.5, 1.5)))
+        super().acquire(timeout_s)
+        return self
 
-    def _try_acquire(self) -> str | None:
+    def _try_claim(self) -> tuple[str, LeaseRecord | None]:
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -159,7 +101,7 @@ class Lease:
             os.close(fd)
             record = self.records.current()
             who = record.describe() if record else "a process that has not written its record"
-            return f"held by {who}, which still holds the lock (alive)"
+            return f"held by {who}, which still holds the lock (alive)", None
         try:
             reason, record = self._claim(fd)
         except BaseException:
@@ -167,14 +109,9 @@ class Lease:
             raise
         if record is None:
             os.close(fd)  # closing the descriptor drops the flock
-            return reason
-        self._fd, self._record = fd, record
-        log.info("lease on %r acquired, epoch %d", self.service, record.epoch)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._heartbeat, daemon=True,
-                                        name=f"lease-heartbeat-{self.service}")
-        self._thread.start()
-        return None
+            return reason, None
+        self._fd = fd
+        return "", record
 
     def _claim(self, fd: int) -> tuple[str, LeaseRecord | None]:
         try:
@@ -185,7 +122,7 @@ class Lease:
             return "the lock file was replaced while locking", None
         previous = self.records.current()
         now = time.time()
-        refusal = self._refusal(previous, now)
+        refusal = self.refusal(previous, previous.expires_at - now if previous else 0.0)
         if refusal is not None:
             return refusal, None
         epoch = previous.epoch + 1 if previous else 1
@@ -195,108 +132,32 @@ class Lease:
         self.records.prune()
         return "", record
 
-    def _refusal(self, previous: LeaseRecord | None, now: float) -> str | None:
-        if previous is None or previous.released:
+    def _read_current(self) -> LeaseRecord | None:
+        return self.records.current()
+
+    def _write_renewal(self, record: LeaseRecord) -> LeaseRecord | None:
+        current = self.records.current()
+        if current is None or current.token != record.token or current.epoch != record.epoch:
             return None
-        liveness = holder_liveness(previous, host=self.host)
-        if liveness == "alive":
-            return f"held by {previous.describe()}, whose process is alive (never displaced)"
-        if now < previous.expires_at:
-            return (f"held by {previous.describe()}, holder {liveness}; it can be taken over "
-                    f"in {previous.expires_at - now:.1f} s when the lease expires")
-        return None
+        renewed = record.renewed(time.time(), self.ttl_s)
+        self.records.update(renewed)
+        return renewed
 
-    def renew(self) -> LeaseRecord:
-        """Extend the lease by ``ttl_s`` from now (the heartbeat calls this).
+    def _write_release(self, record: LeaseRecord) -> None:
+        current = self.records.current()
+        if current is not None and current.token == record.token:
+            self.records.update(replace(current.renewed(time.time(), 0.0), released=True))
 
-        Raises:
-            LeaseLostError: Another holder has taken over.
-        """
-        with self._mutex:
-            self.check_epoch()
-            assert self._record is not None
-            record = self._record.renewed(time.time(), self.ttl_s)
-            self.records.update(record)
-            self._record = record
-            return record
-
-    def check_epoch(self, *, reread: bool = True) -> int:
-        """Return this tenure's epoch if it is still current; the fence before a durable write.
-
-        Args:
-            reread: Re-read the record from disk (default). ``False`` only checks local state.
-
-        Raises:
-            LeaseLostError: Never acquired, released, or taken over by another holder; the
-                message names the new holder.
-        """
-        with self._mutex:
-            if self._lost is not None:
-                raise self._lost
-            if self._record is None:
-                raise LeaseLostError(f"the lease on {self.service!r} is not held; acquire it "
-                                     "before writing")
-            if reread:
-                current = self.records.current()
-                mine = self._record
-                if current is None or current.token != mine.token or current.epoch != mine.epoch:
-                    who = current.describe() if current else "nobody (record removed)"
-                    self._mark_lost(LeaseLostError(
-                        f"lease on {self.service!r} lost: epoch {mine.epoch} is stale, now held "
-                        f"by {who}; refusing durable writes from this run"))
-                    assert self._lost is not None
-                    raise self._lost
-            return self._record.epoch
-
-    def _mark_lost(self, error: LeaseLostError) -> None:
-        first = self._lost is None
-        self._lost = error
-        if first:
-            log.error("%s", error)
-            self._stop.set()
-            if self.on_lost is not None:
-                self.on_lost(error)
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.heartbeat_s):
-            try:
-                self.renew()
-            except LeaseLostError:
-                return
-            except OSError as exc:  # a full disk must not kill the thread; expiry will tell
-                log.warning("lease heartbeat for %r failed: %s", self.service, exc)
-
-    def release(self) -> None:
-        """Give the lease back (marks the record released, keeps its epoch). Idempotent."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        with self._mutex:
-            if self._fd is None:
-                return
-            try:
-                if self._lost is None and self._record is not None:
-                    current = self.records.current()
-                    if current is not None and current.token == self._record.token:
-                        done = replace(current.renewed(time.time(), 0.0), released=True)
-                        self.records.update(done)
-            finally:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(self._fd, fcntl.LOCK_UN)
-                os.close(self._fd)
-                self._fd = None
-                if self._lost is None:
-                    self._lost = LeaseLostError(f"the lease on {self.service!r} was released")
-
-    def __enter__(self) -> Lease:
-        return self.acquire() if self._record is None else self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.release()
+    def _after_release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
 
 
-def fenced_write_bytes(lease: Lease, path: str | os.PathLike[str], data: bytes) -> int:
+def fenced_write_bytes(lease: ServiceLease, path: str | os.PathLike[str], data: bytes) -> int:
     """Atomically replace ``path`` with ``data`` if ``lease`` is still current.
 
     Returns:
@@ -310,7 +171,7 @@ def fenced_write_bytes(lease: Lease, path: str | os.PathLike[str], data: bytes) 
     return epoch
 
 
-def fenced_write_json(lease: Lease, path: str | os.PathLike[str], obj: Any, *,
+def fenced_write_json(lease: ServiceLease, path: str | os.PathLike[str], obj: Any, *,
                       indent: int | None = 2) -> int:
     """Atomically replace ``path`` with ``obj`` as JSON if ``lease`` is still current.
 

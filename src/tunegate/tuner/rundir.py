@@ -19,6 +19,8 @@ from tunegate.tuner.context import TunerContext
 from tunegate.tuner.decisions import DecisionLog
 from tunegate.tuner.journal import Journal
 from tunegate.tuner.lease import Lease
+from tunegate.tuner.lease_core import ServiceLease
+from tunegate.tuner.lease_postgres import PostgresLease
 from tunegate.tuner.masking import recorded_config
 from tunegate.tuner.runstate import RunState
 from tunegate.tuner.states import State
@@ -31,7 +33,7 @@ ENGINE_RECORD = "engine"
 service before every repeat): a resumed run restores the newest one."""
 
 __all__ = ["ATTRIBUTION_RECORD", "ENGINE_RECORD", "LEASE_TTL_S", "SERVING_CANDIDATE",
-           "expected_serving", "hold_service"]
+           "expected_serving", "hold_service", "service_lease"]
 
 LEASE_TTL_S = 30.0
 
@@ -47,11 +49,20 @@ def hold_service(ctx: TunerContext, *, resume: bool) -> None:
     Raises:
         LeaseBusyError: Another run holds the service (nothing was written).
     """
-    ctx.lease = Lease(ctx.lock_dir, ctx.engine.service_id, ttl_s=LEASE_TTL_S)
+    ctx.lease = service_lease(ctx)
     # A resumed run's previous holder was probably killed: its lease expires after the TTL, so
     # wait that long; a fresh run is refused quickly when the service is busy.
     ctx.lease.acquire(timeout_s=LEASE_TTL_S + 5.0 if resume else 2.0)
     _open(ctx, resume)
+
+
+def service_lease(ctx: TunerContext) -> ServiceLease:
+    """The service's lease, not yet taken: in the database ``[run] lease`` names (several
+    hosts), else a lock file in the lock directory (this host)."""
+    url = ctx.config.run.lease
+    if url is None:
+        return Lease(ctx.lock_dir, ctx.engine.service_id, ttl_s=LEASE_TTL_S)
+    return PostgresLease(url, ctx.engine.service_id, ttl_s=LEASE_TTL_S)
 
 
 def _fresh(ctx: TunerContext) -> RunState:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tunegate.errors import LeaseBusyError
 from tunegate.tuner.context import TunerContext
+from tunegate.tuner.lease_core import denial_line
 from tunegate.tuner.outcomes import EndReason
 from tunegate.tuner.rundir import hold_service
 from tunegate.tuner.states import Event
@@ -21,7 +22,7 @@ def handle(ctx: TunerContext) -> Event:
             hold_service(ctx, resume=False)
         except LeaseBusyError as exc:
             ctx.rs.reason, ctx.rs.end_reason = str(exc), EndReason.LEASE_DENIED
-            ctx.say(f"another tuning run holds this service: {exc}")
+            ctx.say(denial_line(exc))
             return Event.LEASE_DENIED
     assert ctx.lease is not None
     ctx.say(f"lease held (epoch {ctx.lease.epoch}) for {ctx.engine.service_id}")
