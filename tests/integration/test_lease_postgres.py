@@ -15,7 +15,8 @@ Specifications, against a real (throwaway) server:
 - a tuning run on the simulator holds its service through the database: it finishes, stamps
   every journal line with epoch 1 and releases the row; a second run on the same service while
   it holds it is refused (exit 5) naming the holder; a run resumed after ``kill -9`` takes the
-  service over once the dead run's lease expires.
+  service over once the dead run's lease expires; a run goes on through a database restart
+  shorter than its lease, writing its journal meanwhile.
 
 The server is shared by the session: a test that stops it starts it again in ``finally``.
 """
@@ -213,3 +214,39 @@ def test_a_run_whose_lease_database_does_not_answer_is_refused_before_it_writes(
     assert "the service's lease could not be taken" in said and "did not answer" in said
     assert "another tuning run" not in said and "Traceback" not in captured.err
     assert not (tmp_path / "run" / "journal.jsonl").exists()
+
+
+def test_a_run_outlives_a_database_restart_shorter_than_its_lease(
+        postgres_cluster: ThrowawayCluster, postgres_url: str, tmp_path: Path) -> None:
+    config = _tune_config(tmp_path / "tune.toml", postgres_url, budget=14)
+    run_dir = tmp_path / "a"
+    proc = subprocess.Popen([sys.executable, "-m", "tunegate", "tune", "--config", str(config),
+                             "--run-dir", str(run_dir), "--quiet"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    journal = run_dir / "journal.jsonl"
+
+    def lines() -> int:
+        return journal.read_text().count("\n") if journal.exists() else 0
+
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and lines() < 10:
+            time.sleep(0.02)
+        before = lines()
+        postgres_cluster.stop()
+        try:
+            time.sleep(1.0)  # journal lines are written meanwhile, fenced by the unexpired lease
+            during = lines() - before
+        finally:
+            postgres_cluster.start()
+        restarted = lines()
+        assert proc.poll() is None, "the run ended before the database came back"
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out[-2000:]
+    assert during > 0  # the run did not wait for the database
+    assert lines() > restarted  # and went on after it came back
+    assert {r.epoch for r in read_journal(journal).records} == {1}
+    final = current(postgres_url, f"virtual-{run_dir.resolve()}")
+    assert final is not None and final.epoch == 1 and final.released

@@ -56,15 +56,19 @@ def fingerprint(config: TuneConfig) -> str:
 def open_study(config: TuneConfig, run_dir: Path) -> Any:
     """The shared study named by ``[search] study`` (a ``StudyStore``), created or joined.
 
+    A driverless ``postgresql://`` URL uses psycopg 3; workers opening one new study at once
+    all join the same study (see :class:`~tunegate.search.storage.StudyStore`).
+
     Raises:
-        ConfigError: The study holds a different search, or the ``search`` extra (Optuna) is
-            not installed.
+        ConfigError: The study holds a different search, the database cannot be opened (the
+            message shows the URL with any password masked and the driver's first line), or
+            the ``search`` extra (Optuna) is not installed.
     """
     assert config.search.study is not None
     if importlib.util.find_spec("optuna") is None:  # pragma: no cover - in the search extra
         raise ConfigError("search.study needs Optuna, which is not installed "
                           "(pip install 'tunegate[search]')")
-    from tunegate.search.storage import StudyStore
+    from tunegate.search.storage import StudyStore, error_text
 
     try:
         return StudyStore(run_dir, config.search_space(), config.objectives(),
@@ -75,8 +79,9 @@ def open_study(config: TuneConfig, run_dir: Path) -> Any:
     except Exception as exc:  # the database itself: unreachable, unreadable, no driver
         # The config refuses a URL with a password; masking here too keeps this line safe
         # for a config built in code, which may skip that check (model_construct).
+        # The driver's first line: psycopg names host, port and user, never the password.
         raise ConfigError(f"search.study: cannot open {mask_url_password(config.search.study)!r}"
-                          f": {type(exc).__name__}: {exc}") from None
+                          f": {error_text(exc)}") from None
 
 
 def new_results(history: Sequence[Mapping[str, Any]], others: list[dict[str, Any]]
