@@ -97,6 +97,7 @@ class _Response:
         self.content_type = stream.content_type
         self.reason = "Fuzz"
         self.content = _Content(stream)
+        self.connection = None  # no socket: the client reads in its task and stamps there
 
     async def __aenter__(self) -> _Response:
         return self

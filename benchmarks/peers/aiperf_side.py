@@ -228,6 +228,7 @@ def aiperf_argv(
     request_timeout_s: float,
     ignore_eos: bool = True,
     seed: int = 0,
+    output_tokens_stddev: float = 0.0,
 ) -> list[str]:
     """The ``aiperf profile`` argv :func:`run_aiperf` uses (streaming completions, no UI)."""
     if min(concurrency, num_requests, input_tokens, output_tokens) < 1:
@@ -244,7 +245,7 @@ def aiperf_argv(
         "--isl", str(input_tokens),
         "--isl-stddev", "0",
         "--osl", str(output_tokens),
-        "--osl-stddev", "0",
+        "--osl-stddev", f"{output_tokens_stddev:g}",
         "--tokenizer", str(tokenizer_dir),
         "--artifact-dir", str(artifact_dir),
         "--request-timeout-seconds", f"{request_timeout_s:g}",
@@ -301,6 +302,7 @@ def run_aiperf(
     tokenizer_dir: Path,
     timeout_s: float,
     ignore_eos: bool = True,
+    output_tokens_stddev: float = 0.0,
 ) -> AiperfSummary:
     """Run ``aiperf profile`` (streaming, completions endpoint) and parse its summary export.
 
@@ -322,6 +324,7 @@ def run_aiperf(
         tokenizer_dir=tokenizer_dir,
         request_timeout_s=max(1.0, timeout_s),
         ignore_eos=ignore_eos,
+        output_tokens_stddev=output_tokens_stddev,
     )
     console = artifact_dir / "aiperf_console.log"
     tmpdir = Path(tempfile.mkdtemp(prefix="tunegate-aiperf-"))

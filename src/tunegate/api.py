@@ -94,7 +94,8 @@ class BenchOptions(BaseModel):
         workload: What to send and when.
         percentiles: Percentiles reported for every distribution (0 < p < 100).
         goodput: SLO tokens as for ``--goodput`` (``ttft:500``, ``tpot:50``, ``e2el:2000``).
-        workers: Client processes.
+        workers: Client processes, or ``"auto"``: start with one and add processes while the
+            run goes on, as the client's own CPU and event-loop lag ask for them.
         duration_s: Stop sending new requests after this long (the workload is the upper bound).
         keep_text: Keep generated text in records (``--save-detailed``).
         sim: Run the embedded simulator's scenario in virtual time instead of a server.
@@ -112,7 +113,7 @@ class BenchOptions(BaseModel):
     workload: WorkloadConfig
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     goodput: tuple[str, ...] = ()
-    workers: int = Field(default=1, ge=1)
+    workers: int | Literal["auto"] = 1
     duration_s: float | None = Field(default=None, gt=0)
     keep_text: bool = False
     sim: str | None = None
@@ -140,7 +141,11 @@ class BenchOptions(BaseModel):
 
     @field_validator("workers")
     @classmethod
-    def _at_most_max_workers(cls, value: int) -> int:
+    def _at_most_max_workers(cls, value: int | str) -> int | str:
+        if value == "auto":
+            return value
+        if not isinstance(value, int) or value < 1:
+            raise ValueError("must be a whole number of client processes (1 or more) or 'auto'")
         if value > MAX_WORKERS:
             raise ValueError(
                 f"at most {MAX_WORKERS} client processes: each is a Python process with its "

@@ -73,7 +73,9 @@ class BenchResult:
                 "event_loop_lag_p99_ms": lag.p99_ms,
                 "event_loop_lag_max_ms": lag.max_ms,
                 "cpu_busy_fraction": lag.cpu_busy_fraction,
+                "peak_rss_mib": lag.peak_rss_mib,
                 "worker_errors": list(self.run.worker_errors),
+                "scaling": list(self.run.scaling),
             },
             "validation": self.validation.to_dict(),
         }

@@ -22,7 +22,9 @@ from tunegate.cli.console import (
 )
 from tunegate.errors import ConfigError
 
-__all__ = ["add_target_arguments", "add_workload_arguments", "bench_options", "run"]
+__all__ = [
+    "add_target_arguments", "add_workload_arguments", "bench_options", "run", "workers_argument",
+]
 
 _API_KEY_ENV = ("TUNEGATE_API_KEY", "OPENAI_API_KEY")
 _FIELD_FLAGS = {
@@ -105,10 +107,23 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--report", nargs="?", const=True, default=None, metavar="FILE",
                    help="also write the HTML report (default: --out with .html, else "
                    "bench-<date>.html); its distributions use every request's timings")
-    o.add_argument("--workers", type=int, default=1, help="client processes (default 1)")
+    o.add_argument("--workers", type=workers_argument, default=1, metavar="N|auto",
+                   help="client processes (default 1); auto adds processes during the run "
+                   "when the client's own CPU or event-loop lag says it cannot keep up")
     o.add_argument("--no-progress", action="store_true")
     o.add_argument("--quiet", action="store_true", help="no table; the exit code still tells")
     return p
+
+
+def workers_argument(text: str) -> int | str:
+    """``--workers``: a whole number, or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a whole number of client processes nor 'auto'") from None
 
 
 def _report_path(args: argparse.Namespace) -> Path | None:
@@ -233,6 +248,11 @@ def run(argv: Sequence[str]) -> int:
         print_summary(document, result.validation.invalid_metrics)
         print_server_metrics(document.get("server_metrics"))
         print_validation(result.validation)
+        if options.workers == "auto":
+            console.print(f"client: {result.run.workers} worker process"
+                          f"{'es' if result.run.workers > 1 else ''} (--workers auto)")
+            for line in result.run.scaling:
+                console.print(f"  added at {line}")
         if args.out is not None:
             console.print(f"result written to {args.out}")
         if page is not None:

@@ -26,7 +26,12 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from tunegate.cli.bench import add_target_arguments, add_workload_arguments, bench_options
+from tunegate.cli.bench import (
+    add_target_arguments,
+    add_workload_arguments,
+    bench_options,
+    workers_argument,
+)
 from tunegate.cli.console import console
 from tunegate.errors import ConfigError, UsageError
 
@@ -64,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="print soak.json on stdout at the end (the live table goes to stderr)")
     s.add_argument("--quiet", action="store_true", help="no live table")
     s.add_argument("--no-plot", action="store_true", help="do not draw soak.png")
-    s.add_argument("--workers", type=int, default=1, help="client processes (default 1)")
+    s.add_argument("--workers", type=workers_argument, default=1, metavar="N|auto",
+                   help="client processes (default 1); auto adds them as each window needs")
     add_target_arguments(p)
     add_workload_arguments(p)
     return p

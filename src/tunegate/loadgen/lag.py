@@ -14,6 +14,7 @@ The busy fraction (process CPU time / wall time) is reported beside it: a client
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ class LagSummary:
         p50_ms / p99_ms / max_ms: Lag percentiles and maximum.
         over_1ms_fraction: Share of probes that waited more than 1 ms.
         cpu_busy_fraction: Client CPU seconds per wall second over the run (1.0 = one full core).
+        peak_rss_mib: The client process's peak resident memory at the end of the run (the
+            largest of its processes when several); 0 when not measured.
     """
 
     samples: int
@@ -39,6 +42,7 @@ class LagSummary:
     max_ms: float
     over_1ms_fraction: float
     cpu_busy_fraction: float
+    peak_rss_mib: float = 0.0
 
     @classmethod
     def empty(cls) -> LagSummary:
@@ -56,7 +60,18 @@ class LagSummary:
             max_ms=max(s.max_ms for s in summaries),
             over_1ms_fraction=max(s.over_1ms_fraction for s in summaries),
             cpu_busy_fraction=max(s.cpu_busy_fraction for s in summaries),
+            peak_rss_mib=max(s.peak_rss_mib for s in summaries),
         )
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident memory so far (Linux reports KiB, macOS bytes)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
 class LagMonitor:
@@ -80,6 +95,7 @@ class LagMonitor:
         self._wall0 = 0
         self._cpu0 = 0.0
         self._running = False
+        self._window_at = (0, 0.0, 0)  # wall ns, CPU s, samples at the last window()
 
     def start(self) -> None:
         """Start probing the current event loop."""
@@ -87,7 +103,21 @@ class LagMonitor:
         self._wall0 = time.monotonic_ns()
         self._cpu0 = time.process_time()
         self._running = True
+        self._window_at = (self._wall0, self._cpu0, 0)
         self._schedule()
+
+    def window(self) -> tuple[float, float]:
+        """CPU busy fraction and lag p99 (ms) since the previous call (or the start).
+
+        What a supervisor watches while the run goes on (``workers="auto"``).
+        """
+        wall_ns, cpu_s, first = self._window_at
+        now_ns, now_cpu = time.monotonic_ns(), time.process_time()
+        self._window_at = (now_ns, now_cpu, len(self._lags_ns))
+        busy = (now_cpu - cpu_s) / ((now_ns - wall_ns) / 1e9) if now_ns > wall_ns else 0.0
+        recent = self._lags_ns[first:]
+        p99_ms = float(np.percentile(recent, 99)) / 1e6 if recent else 0.0
+        return busy, p99_ms
 
     def _schedule(self) -> None:
         assert self._loop is not None
@@ -113,7 +143,7 @@ class LagMonitor:
         cpu_s = time.process_time() - self._cpu0
         busy = cpu_s / wall_s if wall_s > 0 else 0.0
         if not self._lags_ns:
-            return LagSummary(0, 0.0, 0.0, 0.0, 0.0, busy)
+            return LagSummary(0, 0.0, 0.0, 0.0, 0.0, busy, _peak_rss_mib())
         lags_ms = np.asarray(self._lags_ns, dtype=np.float64) / 1e6
         return LagSummary(
             samples=int(lags_ms.size),
@@ -122,4 +152,5 @@ class LagMonitor:
             max_ms=float(lags_ms.max()),
             over_1ms_fraction=float(np.mean(lags_ms > 1.0)),
             cpu_busy_fraction=busy,
+            peak_rss_mib=_peak_rss_mib(),
         )

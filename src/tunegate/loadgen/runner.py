@@ -19,17 +19,45 @@ import aiohttp
 
 from tunegate.loadgen.client import (
     ClientConfig,
+    PreparedRequest,
     TokenCounter,
+    prepare_request,
     send_request,
     timing_trace_config,
 )
 from tunegate.loadgen.lag import LagMonitor, LagSummary
+from tunegate.loadgen.receipts import StampingConnector
 from tunegate.loadgen.records import RequestRecord
 from tunegate.workload.spec import RequestSpec, Workload
 
-__all__ = ["ProgressCallback", "RunResult", "run_workload_async"]
+__all__ = [
+    "ProgressCallback",
+    "RunResult",
+    "client_session",
+    "prepare_ahead",
+    "run_workload_async",
+    "sleep_or_stop",
+    "sleep_until",
+]
 
 ProgressCallback = Callable[[RequestRecord], None]
+
+PREPARED_BODY_BYTES = 256 * 1024 * 1024
+"""Request bodies encoded before the start, at most (the rest are encoded when sent)."""
+
+
+def prepare_ahead(workload: Workload, config: ClientConfig,
+                  budget_bytes: int = PREPARED_BODY_BYTES) -> dict[int, PreparedRequest]:
+    """Encode the workload's request bodies, in order, while they fit in ``budget_bytes``."""
+    prepared: dict[int, PreparedRequest] = {}
+    used = 0
+    for spec in workload.requests:
+        request = prepare_request(spec, config)
+        used += len(request.body)
+        if used > budget_bytes:
+            break
+        prepared[spec.index] = request
+    return prepared
 
 
 @dataclass(slots=True)
@@ -46,6 +74,7 @@ class RunResult:
         worker_lags: Each worker's own lag summary.
         worker_errors: Client worker processes that failed (their records are missing; the
             other workers' records are kept).
+        scaling: With ``workers="auto"``, each time a worker was added and why.
     """
 
     records: list[RequestRecord]
@@ -57,27 +86,49 @@ class RunResult:
     not_sent: int = 0
     worker_lags: list[LagSummary] = field(default_factory=list)
     worker_errors: list[str] = field(default_factory=list)
+    scaling: list[str] = field(default_factory=list)
+
+    @classmethod
+    def merged(cls, parts: list[RunResult], workers: int, total: int) -> RunResult:
+        """One result from several worker processes' (records by index, the worst lag)."""
+        records = sorted((r for part in parts for r in part.records), key=lambda r: r.index)
+        lags = [part.lag for part in parts]
+        return cls(
+            records=records,
+            started_ns=min((p.started_ns for p in parts), default=0),
+            ended_ns=max((p.ended_ns for p in parts), default=0),
+            lag=LagSummary.worst(lags),
+            interrupted=any(p.interrupted for p in parts),
+            workers=workers,
+            not_sent=total - len(records),
+            worker_lags=lags,
+        )
 
 
-def _connector(workload: Workload) -> aiohttp.TCPConnector:
-    """A pool with one connection per concurrency slot (unbounded for uncapped open loop)."""
-    limit = workload.schedule.max_concurrency or 0
-    return aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+def client_session(max_connections: int) -> aiohttp.ClientSession:
+    """The session one client process uses: a pool of ``max_connections`` (0 = unbounded, for
+    uncapped open loop) whose connections take receipt times as bytes come off the socket
+    (:mod:`.receipts`), the send-time trace hooks, and no session-wide deadline (each request
+    has its own)."""
+    connector = StampingConnector(limit=max_connections, limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
+                                 trace_configs=[timing_trace_config()])
 
 
-async def _sleep_until(target_ns: int) -> None:
+async def sleep_until(target_ns: int) -> None:
+    """Sleep until the monotonic instant ``target_ns`` (at once when it has passed)."""
     delay_ns = target_ns - time.monotonic_ns()
     if delay_ns > 0:
         await asyncio.sleep(delay_ns / 1e9)
 
 
-async def _sleep_or_stop(target_ns: int, stop: asyncio.Event) -> None:
+async def sleep_or_stop(target_ns: int, stop: asyncio.Event) -> None:
     """Sleep until ``target_ns``; long waits end early when ``stop`` is set (Ctrl-C)."""
     delay_s = (target_ns - time.monotonic_ns()) / 1e9
     if delay_s > 0.05:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay_s - 0.02)
-    await _sleep_until(target_ns)
+    await sleep_until(target_ns)
 
 
 class _Run:
@@ -100,6 +151,7 @@ class _Run:
         self.deadline_ns = deadline_ns
         self.records: list[RequestRecord] = []
         self.sent = 0
+        self.prepared: dict[int, PreparedRequest] = {}
 
     def may_send(self) -> bool:
         if self.stop.is_set():
@@ -108,7 +160,8 @@ class _Run:
 
     async def one(self, session: aiohttp.ClientSession, spec: RequestSpec) -> None:
         self.sent += 1
-        record = await send_request(session, spec, self.config, self.count_tokens)
+        record = await send_request(session, spec, self.config, self.count_tokens,
+                                    self.prepared.pop(spec.index, None))
         self.records.append(record)
         if self.progress is not None:
             self.progress(record)
@@ -140,7 +193,7 @@ class _Run:
 
         tasks: list[asyncio.Task[None]] = []
         for spec, offset in zip(self.workload.requests, offsets, strict=True):
-            await _sleep_or_stop(start_ns + int(offset * 1e9), self.stop)
+            await sleep_or_stop(start_ns + int(offset * 1e9), self.stop)
             if not self.may_send():
                 break
             tasks.append(asyncio.create_task(gated(spec)))
@@ -179,6 +232,7 @@ async def run_workload_async(
     stop: asyncio.Event | None = None,
     start_at_ns: int | None = None,
     lag_interval_s: float = 0.005,
+    prepared: dict[int, PreparedRequest] | None = None,
 ) -> RunResult:
     """Run ``workload`` in the current event loop.
 
@@ -192,21 +246,21 @@ async def run_workload_async(
             partial data, and the result says ``interrupted``.
         start_at_ns: A shared monotonic start instant (several worker processes).
         lag_interval_s: Period of the event-loop lag probe.
+        prepared: Request bodies already encoded (:func:`prepare_ahead`); by default they are
+            encoded here, before the start.
     """
     stop = stop or asyncio.Event()
+    run = _Run(workload, config, count_tokens, progress, stop, None)
+    run.prepared = prepared if prepared is not None else prepare_ahead(workload, config)
     if start_at_ns is not None:
-        await _sleep_until(start_at_ns)
+        await sleep_until(start_at_ns)
     start_ns = time.monotonic_ns()
-    deadline_ns = start_ns + int(duration_s * 1e9) if duration_s is not None else None
-    run = _Run(workload, config, count_tokens, progress, stop, deadline_ns)
+    if duration_s is not None:
+        run.deadline_ns = start_ns + int(duration_s * 1e9)
     monitor = LagMonitor(lag_interval_s)
     monitor.start()
-    timeout = aiohttp.ClientTimeout(total=None)  # each request has its own deadline
     try:
-        async with aiohttp.ClientSession(
-            connector=_connector(workload), timeout=timeout,
-            trace_configs=[timing_trace_config()],
-        ) as session:
+        async with client_session(workload.schedule.max_concurrency or 0) as session:
             if workload.schedule.offsets_s is None:
                 slots = workload.schedule.max_concurrency or 1
                 await run.closed_loop(session, slots)

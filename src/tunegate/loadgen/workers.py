@@ -18,22 +18,25 @@ kept, and the result lists the error (``worker_errors``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import multiprocessing as mp
-import queue
 import signal
-import threading
-import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.synchronize import Event as MpEvent
-from typing import Any
+from typing import Any, Literal
 
-from tunegate.loadgen.client import ClientConfig, TokenCounter
-from tunegate.loadgen.lag import LagSummary
+from tunegate.loadgen.autoscale import run_autoscaled
+from tunegate.loadgen.client import ClientConfig, PreparedRequest, TokenCounter
+from tunegate.loadgen.pool import run_pool
 from tunegate.loadgen.records import RequestRecord
-from tunegate.loadgen.runner import ProgressCallback, RunResult, run_workload_async
+from tunegate.loadgen.runner import (
+    ProgressCallback,
+    RunResult,
+    prepare_ahead,
+    run_workload_async,
+)
+from tunegate.loadgen.stopping import signals_set
 from tunegate.workload.spec import Workload
 
 __all__ = ["run_workload", "split_workload"]
@@ -41,8 +44,6 @@ __all__ = ["run_workload", "split_workload"]
 CounterFactory = Callable[[], TokenCounter | None]
 """Builds the token counter inside the process that uses it (tokenizers are not picklable)."""
 
-_START_MARGIN_NS = 100_000_000  # workers start together 100 ms after the last one is ready
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -73,27 +74,6 @@ def split_workload(workload: Workload, workers: int) -> list[Workload]:
     return parts
 
 
-@contextlib.contextmanager
-def _signals_set(stop: Callable[[], None]) -> Iterator[None]:
-    """Route SIGINT/SIGTERM to ``stop`` (main thread only; elsewhere nothing changes).
-
-    A signal this process ignores stays ignored: a job started in the background by a shell
-    gets SIGINT ignored, and a Ctrl-C meant for the foreground must not stop it.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
-    for sig in _STOP_SIGNALS:
-        if previous[sig] is not signal.SIG_IGN:
-            signal.signal(sig, lambda *_: stop())
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 async def _run_here(
     workload: Workload,
     config: ClientConfig,
@@ -102,6 +82,7 @@ async def _run_here(
     duration_s: float | None,
     start_at_ns: int | None = None,
     shared_stop: MpEvent | None = None,
+    prepared: dict[int, PreparedRequest] | None = None,
 ) -> RunResult:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -115,11 +96,11 @@ async def _run_here(
     def request_stop() -> None:
         loop.call_soon_threadsafe(stop.set)
 
-    with _signals_set(request_stop):
+    with signals_set(request_stop):
         try:
             return await run_workload_async(
                 workload, config, count_tokens=count_tokens, progress=progress,
-                duration_s=duration_s, stop=stop, start_at_ns=start_at_ns,
+                duration_s=duration_s, stop=stop, start_at_ns=start_at_ns, prepared=prepared,
             )
         finally:
             if watcher is not None:
@@ -141,6 +122,7 @@ def _worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; stop_all tells us
     try:
         count_tokens = counter_factory() if counter_factory is not None else None
+        prepared = prepare_ahead(workload, config)  # before the common start, not after it
         outbox.put(("ready", worker_id, None))
         go.wait()
 
@@ -148,7 +130,7 @@ def _worker_main(
             outbox.put(("progress", worker_id, record.to_dict()))
 
         result = asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s,
-                                       int(start_at.value), stop_all))
+                                       int(start_at.value), stop_all, prepared))
         outbox.put(("done", worker_id, result))
     except BaseException as exc:  # reported to the parent, which keeps the others' records
         outbox.put(("error", worker_id, f"{type(exc).__name__}: {exc}\n"
@@ -159,7 +141,7 @@ def run_workload(
     workload: Workload,
     config: ClientConfig,
     *,
-    workers: int = 1,
+    workers: int | Literal["auto"] = 1,
     counter_factory: CounterFactory | None = None,
     progress: ProgressCallback | None = None,
     duration_s: float | None = None,
@@ -170,10 +152,15 @@ def run_workload(
         workload: What to send and when.
         config: The server and request options.
         workers: Client processes; more than one only when one process cannot keep up.
+            ``"auto"`` starts with one and adds processes while the run goes on, as its own
+            CPU and event-loop lag ask for them (:mod:`tunegate.loadgen.autoscale`).
         counter_factory: Builds a real-tokenizer counter in each process (or ``None``).
         progress: Called in this process with each finished record.
         duration_s: Stop sending new requests after this many seconds.
     """
+    if workers == "auto":
+        return run_autoscaled(workload, config, counter_factory=counter_factory,
+                              progress=progress, duration_s=duration_s)
     if workers <= 1 or len(workload.requests) < 2:
         count_tokens = counter_factory() if counter_factory is not None else None
         return asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s))
@@ -200,61 +187,6 @@ def _run_in_processes(
                           start_at))
         for i, part in enumerate(split_workload(workload, workers))
     ]
-    results: dict[int, RunResult] = {}
-    errors: dict[int, str] = {}
-    stopped_by_signal = False
-
-    def stop() -> None:
-        nonlocal stopped_by_signal
-        stopped_by_signal = True
-        stop_all.set()
-        go.set()  # release workers still waiting for the start, so they can exit
-
-    with _signals_set(stop):
-        for proc in procs:
-            proc.start()
-        ready = 0
-        while len(results) + len(errors) < workers:
-            try:
-                kind, worker_id, payload = outbox.get(timeout=0.5)
-            except queue.Empty:
-                dead = [i for i, p in enumerate(procs)
-                        if p.exitcode not in (None, 0) and i not in results and i not in errors]
-                for i in dead:
-                    errors[i] = f"worker process exited with code {procs[i].exitcode}"
-                    stop_all.set()
-                continue
-            if kind == "ready":
-                ready += 1
-                if ready == workers:
-                    start_at.value = time.monotonic_ns() + _START_MARGIN_NS
-                    go.set()
-            elif kind == "progress" and progress is not None:
-                progress(RequestRecord.from_dict(payload))
-            elif kind == "done":
-                results[worker_id] = payload
-            elif kind == "error":
-                errors[worker_id] = payload
-                stop_all.set()
-                go.set()
-        for proc in procs:
-            proc.join(timeout=5)
-    merged = _merge(list(results.values()), workers, len(workload.requests))
-    merged.interrupted = merged.interrupted or stopped_by_signal or bool(errors)
-    merged.worker_errors = [f"worker {i}: {errors[i]}" for i in sorted(errors)]
-    return merged
-
-
-def _merge(parts: list[RunResult], workers: int, total: int) -> RunResult:
-    records = sorted((r for part in parts for r in part.records), key=lambda r: r.index)
-    lags = [part.lag for part in parts]
-    return RunResult(
-        records=records,
-        started_ns=min((p.started_ns for p in parts), default=0),
-        ended_ns=max((p.ended_ns for p in parts), default=0),
-        lag=LagSummary.worst(lags),
-        interrupted=any(p.interrupted for p in parts),
-        workers=workers,
-        not_sent=total - len(records),
-        worker_lags=lags,
-    )
+    outcome = run_pool(procs, outbox, go=go, stop_all=stop_all, start_at=start_at,
+                       progress=progress)
+    return outcome.merged(sorted(outcome.results), workers, len(workload.requests))

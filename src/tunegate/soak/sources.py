@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tunegate.loadgen.client import ClientConfig
 from tunegate.loadgen.lag import LagSummary
@@ -130,13 +130,13 @@ class ServerWindows:
         client: How to ask it (URL, model, streaming, key).
         scrape_metrics: Scrape its ``/metrics`` around and during each window.
         metrics_interval_s: Seconds between scrapes during a window.
-        workers: Client processes.
+        workers: Client processes, or ``"auto"`` (decided within each window).
     """
 
     virtual = False
 
     def __init__(self, client: ClientConfig, *, scrape_metrics: bool = True,
-                 metrics_interval_s: float = 5.0, workers: int = 1,
+                 metrics_interval_s: float = 5.0, workers: int | Literal["auto"] = 1,
                  description: str | None = None) -> None:
         self.client = client
         self.scrape_metrics = scrape_metrics

@@ -7,7 +7,8 @@ import signal
 import time
 
 from tunegate.loadgen.lag import LagMonitor, LagSummary
-from tunegate.loadgen.workers import _signals_set, split_workload
+from tunegate.loadgen.stopping import signals_set
+from tunegate.loadgen.workers import split_workload
 from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
 
 
@@ -68,7 +69,7 @@ def test_a_run_routes_stop_signals_but_keeps_an_ignored_one_ignored() -> None:
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        with _signals_set(lambda: stops.append(1)):
+        with signals_set(lambda: stops.append(1)):
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
             handler = signal.getsignal(signal.SIGTERM)
             assert callable(handler)

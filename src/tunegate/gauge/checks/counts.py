@@ -129,6 +129,7 @@ def client_saturated(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult
         evidence={"lag_p50_ms": lag.p50_ms, "lag_p99_ms": lag.p99_ms, "lag_max_ms": lag.max_ms,
                   "over_1ms_fraction": lag.over_1ms_fraction,
                   "cpu_busy_fraction": lag.cpu_busy_fraction},
-        remedy="Use more client processes (--workers N) or run the client on another machine.",
+        remedy=("Use more client processes (--workers N, or --workers auto to add them as the "
+                "run needs) or run the client on another machine."),
         invalidates=("itl",) if lag.p99_ms > 5 * LAG_WARNING_MS else (),
     )

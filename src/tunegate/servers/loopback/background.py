@@ -13,13 +13,15 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 from tunegate.errors import ServerError
 from tunegate.servers.loopback.behaviour import Behaviour
+from tunegate.servers.loopback.reference import check_behaviour
 from tunegate.servers.loopback.server import LoopbackServer
 from tunegate.servers.process import serve_subprocess
 
-__all__ = ["behaviour_argv", "serve_in_process", "serve_in_thread"]
+__all__ = ["behaviour_argv", "serve_in_process", "serve_in_thread", "serve_reference_in_process"]
 
 _READY = re.compile(r"listening on (http://\S+)")
 
@@ -78,6 +80,41 @@ def serve_in_process(
 ) -> Iterator[str]:
     """Serve ``behaviour`` from a child ``tunegate loopback`` process; yields the base URL."""
     argv = [sys.executable, "-m", "tunegate", "loopback", "--host", host, "--port", "0",
+            *behaviour_argv(behaviour)]
+    with serve_subprocess(argv, _READY, start_timeout_s) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_reference_in_process(
+    behaviour: Behaviour,
+    processes: int = 1,
+    send_log_dir: Path | str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    loop: str = "auto",
+    nice: int = 0,
+    start_timeout_s: float = 30.0,
+) -> Iterator[str]:
+    """Serve ``behaviour`` from ``tunegate loopback --reference`` child process(es); yields
+    the base URL.
+
+    With ``send_log_dir`` each serving process appends its send times there; read them with
+    :func:`tunegate.servers.loopback.reference.read_send_logs` after this context has exited
+    (every process flushes at exit; while serving, its file lags by up to a second). With one
+    process, ``GET /debug/sends`` answers too. ``nice`` is added to the server's niceness
+    (negative needs root): on a busy machine, a negative one keeps the server's arrival and
+    send times from waiting behind other processes.
+
+    Raises:
+        UnsupportedBehaviour: ``behaviour`` sets a field the reference server does not serve.
+        ServerError: The server did not become ready.
+    """
+    check_behaviour(behaviour)
+    argv = [sys.executable, "-m", "tunegate", "loopback", "--reference", "--host", host,
+            "--port", "0", "--processes", str(processes), "--loop", loop,
+            *(["--send-log", str(send_log_dir)] if send_log_dir is not None else []),
+            *(["--nice", str(nice)] if nice else []),
             *behaviour_argv(behaviour)]
     with serve_subprocess(argv, _READY, start_timeout_s) as url:
         yield url

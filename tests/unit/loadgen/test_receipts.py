@@ -1,0 +1,89 @@
+"""Receipt times come from the socket read, not from when the reading task got to run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tunegate.loadgen import client as client_module
+from tunegate.loadgen.client import ClientConfig, send_request, timing_trace_config
+from tunegate.loadgen.receipts import StampingResponseHandler, receipt_pieces
+from tunegate.loadgen.records import RequestRecord
+from tunegate.loadgen.runner import client_session
+from tunegate.servers.loopback import Behaviour
+from tunegate.servers.loopback.background import serve_in_process
+from tunegate.workload.spec import RequestSpec
+
+
+def test_a_chunk_is_cut_where_the_socket_reads_ended() -> None:
+    log = deque([(5, 100), (12, 200)])
+    assert list(receipt_pieces(b"aaaaabbbbbbb", 0, log, now_ns=999)) == [
+        (b"aaaaa", 100), (b"bbbbbbb", 200)]
+    assert not log, "entries the chunk has passed are dropped"
+
+
+def test_a_read_split_over_two_chunks_keeps_its_time_in_both() -> None:
+    log = deque([(10, 100)])
+    assert list(receipt_pieces(b"aaaa", 0, log, now_ns=999)) == [(b"aaaa", 100)]
+    assert list(receipt_pieces(b"aaaaaa", 4, log, now_ns=999)) == [(b"aaaaaa", 100)]
+    assert not log
+
+
+def test_bytes_no_read_logged_take_the_readers_time() -> None:
+    assert list(receipt_pieces(b"abc", 0, None, now_ns=7)) == [(b"abc", 7)]
+    assert list(receipt_pieces(b"abc", 0, deque([(2, 5)]), now_ns=7)) == [
+        (b"ab", 5), (b"c", 7)]
+
+
+async def _two_streams(url: str, stamping: bool) -> list[RequestRecord]:
+    config = ClientConfig(base_url=url, model="loopback")
+    specs = [RequestSpec(index=i, prompt="a b c", max_tokens=4) for i in range(2)]
+    if stamping:
+        session = client_session(2)
+    else:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=2),
+                                        trace_configs=[timing_trace_config()])
+    async with session:
+        return list(await asyncio.gather(*(send_request(session, s, config) for s in specs)))
+
+
+@pytest.fixture
+def feeds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each piece of a stream parsed: whether it was parsed inside a task."""
+    seen: list[bool] = []
+    feed = client_module._StreamFeed.feed
+
+    def spy(self: Any, chunk: bytes, now_ns: int) -> bool:
+        seen.append(asyncio.current_task() is not None)
+        return feed(self, chunk, now_ns)
+
+    monkeypatch.setattr(client_module._StreamFeed, "feed", spy)
+    return seen
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("stamping", [True, False])
+def test_streams_are_parsed_where_the_bytes_come_off_the_socket(
+    feeds: list[bool], stamping: bool
+) -> None:
+    with serve_in_process(Behaviour(ttft_ms=20, itl_ms=10, tokens=4)) as url:
+        records = asyncio.run(_two_streams(url, stamping))
+    assert all(r.outcome.is_success and r.content_events == 4 for r in records)
+    assert feeds
+    if stamping:
+        # Only bytes already waiting when a stream's reading began are parsed by its task.
+        assert sum(feeds) <= len(records) < len(feeds), "parsed in the read callback"
+    else:  # the fallback for a connection that is not ours: a task reads and stamps
+        assert all(feeds)
+
+
+def test_the_client_session_uses_the_stamping_protocol() -> None:
+    async def factory_product() -> object:
+        async with client_session(1) as session:
+            return session.connector._factory()  # type: ignore[union-attr]
+
+    assert isinstance(asyncio.run(factory_product()), StampingResponseHandler)
