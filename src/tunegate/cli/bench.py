@@ -252,7 +252,7 @@ def run(argv: Sequence[str]) -> int:
             console.print(f"client: {result.run.workers} worker process"
                           f"{'es' if result.run.workers > 1 else ''} (--workers auto)")
             for line in result.run.scaling:
-                console.print(f"  added at {line}")
+                console.print(f"  {line}")
         if args.out is not None:
             console.print(f"result written to {args.out}")
         if page is not None:

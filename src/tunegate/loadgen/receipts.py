@@ -82,10 +82,16 @@ class StampingResponseHandler(ResponseHandler):
 
 
 class StampingConnector(aiohttp.TCPConnector):
-    """A :class:`aiohttp.TCPConnector` whose connections log receipt times."""
+    """A :class:`aiohttp.TCPConnector` whose connections log receipt times.
+
+    ``close_after_response`` is set once a request met a kept-alive connection the server had
+    closed without saying so (llama.cpp's server closes each after its stream): from then on
+    the client closes each connection after its response, and every request gets a fresh one.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.close_after_response = False
         self._factory = functools.partial(  # type: ignore[assignment]  # a subclass's
             StampingResponseHandler, loop=self._loop)
 

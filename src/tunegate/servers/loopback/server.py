@@ -23,7 +23,7 @@ from aiohttp import web
 
 from tunegate.servers.loopback.behaviour import Behaviour
 
-__all__ = ["LoopbackServer", "build_app"]
+__all__ = ["LoopbackServer", "build_app", "stream_chunk"]
 
 _SEND_LOG_LIMIT = 200_000
 _TOKEN_TEXT = " token"
@@ -54,8 +54,10 @@ def _reasoning_keys(b: Behaviour, reasoning: str) -> dict[str, str]:
     return {b.reasoning_field: reasoning}
 
 
-def _chunk(chat: bool, b: Behaviour, text: str | None, *, reasoning: str = "",
-           role: bool = False, finish: str | None = None) -> dict[str, Any]:
+def stream_chunk(chat: bool, b: Behaviour, text: str | None, *, reasoning: str = "",
+                 role: bool = False, finish: str | None = None) -> dict[str, Any]:
+    """One streamed chunk as the programmed engine sends it (shared with the reference server,
+    so both serve the same bytes)."""
     if chat:
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
         if reasoning:
@@ -171,7 +173,7 @@ async def _completion(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     out = _Writer(response, b)
     if b.role_first:
-        await response.write(out.frame(json.dumps(_chunk(chat, b, None, role=True))))
+        await response.write(out.frame(json.dumps(stream_chunk(chat, b, None, role=True))))
     sent = 0
     while sent < n:
         if b.truncate_after is not None and sent >= b.truncate_after:
@@ -185,7 +187,7 @@ async def _completion(request: web.Request) -> web.StreamResponse:
         thinking, text = _split(sent, k, reasoning)
         sent += k
         finish = "length" if sent == n else None
-        chunk = _chunk(chat, b, text or None, reasoning=thinking, finish=finish)
+        chunk = stream_chunk(chat, b, text or None, reasoning=thinking, finish=finish)
         payload = out.frame(json.dumps(chunk))
         rest = await out.early(payload)
         await _sleep_until(arrival + b.ttft_ms / 1000 + (sent - 1) * itl)

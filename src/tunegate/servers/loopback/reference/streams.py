@@ -20,7 +20,7 @@ import time
 from typing import Protocol
 
 from tunegate.servers.loopback.behaviour import Behaviour
-from tunegate.servers.loopback.server import _chunk
+from tunegate.servers.loopback.server import stream_chunk
 
 __all__ = ["Frames", "Scheduler", "Stream", "StreamOwner", "sse"]
 
@@ -97,8 +97,8 @@ class Frames:
         """A middle token event, the last one (``finish_reason``) and ``[DONE]`` (+ end)."""
         key = (chat, chunked)
         if key not in self._cache:
-            mid = sse(json.dumps(_chunk(chat, self._b, " token")), chunked)
-            last = sse(json.dumps(_chunk(chat, self._b, " token", finish="length")), chunked)
+            mid = sse(json.dumps(stream_chunk(chat, self._b, " token")), chunked)
+            last = sse(json.dumps(stream_chunk(chat, self._b, " token", finish="length")), chunked)
             done = sse("[DONE]", chunked) + (b"0\r\n\r\n" if chunked else b"")
             self._cache[key] = (mid, last, done)
         return self._cache[key]

@@ -1,0 +1,41 @@
+"""``benchmarks/memory_scale.py`` reads a child's own peak RSS and states the growth per request."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "memory_scale.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("memory_scale", PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_growth_is_the_slope_from_the_smallest_to_the_largest_size(bench: ModuleType) -> None:
+    points = [bench.Point("virtual", 4000, 132.0, 1.0, 0),
+              bench.Point("virtual", 1000, 85.0, 1.0, 0),
+              bench.Point("virtual", 2000, 999.0, 1.0, 3)]  # invalid data still measured
+    assert bench.growth_kib(points) == pytest.approx((132.0 - 85.0) * 1024 / 3000)
+
+
+def test_a_failed_run_is_no_figure(bench: ModuleType) -> None:
+    points = [bench.Point("http", 1000, 85.0, 1.0, 0), bench.Point("http", 4000, 50.0, 1.0, 2)]
+    assert math.isnan(bench.growth_kib(points))
+
+
+def test_the_child_is_a_whole_bench_run(bench: ModuleType) -> None:
+    point = bench.measure("virtual", 50, ["--sim", "fast"])
+    assert point.exit_code == 0
+    assert point.peak_rss_mib > 20, "the child's own peak (a Python process with numpy)"
