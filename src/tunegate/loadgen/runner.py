@@ -90,7 +90,8 @@ class RunResult:
 
     @classmethod
     def merged(cls, parts: list[RunResult], workers: int, total: int) -> RunResult:
-        """One result from several worker processes' (records by index, the worst lag)."""
+        """One result from several worker processes' results (records by index, the worst
+        lag)."""
         records = sorted((r for part in parts for r in part.records), key=lambda r: r.index)
         lags = [part.lag for part in parts]
         return cls(

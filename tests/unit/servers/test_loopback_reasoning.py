@@ -6,7 +6,7 @@ import pytest
 
 from tunegate.servers.loopback import Behaviour
 from tunegate.servers.loopback.background import behaviour_argv
-from tunegate.servers.loopback.server import _chunk, _split, _usage
+from tunegate.servers.loopback.server import _split, _usage, stream_chunk
 
 
 def test_tokens_before_the_reasoning_count_are_reasoning_and_a_straddling_event_has_both() -> None:
@@ -20,7 +20,7 @@ def test_tokens_before_the_reasoning_count_are_reasoning_and_a_straddling_event_
                                              ("both", {"reasoning", "reasoning_content"})])
 def test_the_reasoning_key_is_the_programmed_one(field: str, keys: set[str]) -> None:
     b = Behaviour(reasoning_tokens=2, reasoning_field=field)
-    delta = _chunk(True, b, None, reasoning=" think")["choices"][0]["delta"]
+    delta = stream_chunk(True, b, None, reasoning=" think")["choices"][0]["delta"]
     assert set(delta) == keys and all(delta[k] == " think" for k in keys)
 
 
