@@ -111,6 +111,7 @@ class FakeSession:
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
+        self.connector = None  # no connection pool, as no socket
 
     def post(self, url: str, **kwargs: Any) -> _Response:
         return _Response(self.stream)

@@ -95,8 +95,9 @@ def _hold(where: str, host: str, ttl: str, seconds: str, journal_path: str) -> N
     except LeaseLostError as exc:
         print(json.dumps({"refused": str(exc)}), flush=True)
         sys.exit(3)
+    letting_go = time.time()  # before the release: the successor may win as soon as it runs
     lease.release()
-    print(json.dumps({"released_at": time.time()}), flush=True)
+    print(json.dumps({"letting_go_at": letting_go}), flush=True)
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
@@ -161,8 +162,8 @@ def test_live_holder_never_displaced_past_its_ttl(where: str) -> None:
         lease_at(where, ttl_s=5).acquire(timeout_s=0.6)
     with lease_at(where, ttl_s=5).acquire(timeout_s=10) as successor:
         acquired = time.time()
-        released = json.loads(holder.stdout.readline())["released_at"]
-        assert acquired >= released and successor.epoch == first["epoch"] + 1
+        letting_go = json.loads(holder.stdout.readline())["letting_go_at"]
+        assert acquired >= letting_go and successor.epoch == first["epoch"] + 1
     assert holder.wait(timeout=5) == 0
 
 
