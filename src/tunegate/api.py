@@ -19,14 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from tunegate.errors import ConfigError
 from tunegate.fingerprint import Target, take_fingerprint
-from tunegate.gauge import RooflineLimits, validate_records
+from tunegate.gauge import RooflineLimits, summary_from_metrics, validate_record_table
 from tunegate.loadgen.client import ClientConfig, TokenCounter
+from tunegate.loadgen.lag import LagSummary
 from tunegate.loadgen.probe import discover_model
+from tunegate.loadgen.record_table import RecordTable
+from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import ProgressCallback, RunResult
 from tunegate.loadgen.server_metrics import block_from_exposition, summary_keys
 from tunegate.loadgen.telemetry import DEFAULT_INTERVAL_S, ServerTelemetry
 from tunegate.loadgen.workers import run_workload
-from tunegate.metrics import DEFAULT_PERCENTILES, parse_slos, summarize
+from tunegate.metrics import DEFAULT_PERCENTILES, Slos, parse_slos
+from tunegate.metrics.summary import summarize_table
 from tunegate.results import BenchResult, redact_url
 from tunegate.workload import Workload, WorkloadConfig, build_workload, load_tokenizer
 
@@ -105,6 +109,13 @@ class BenchOptions(BaseModel):
         server_metrics: Scrape the server's ``/metrics`` before, during and after the run
             (``server_metrics`` in the result; see :mod:`tunegate.loadgen.telemetry`).
         metrics_interval_s: Seconds between scrapes during the run.
+        keep_records: Keep every request's record in the result (``result.records``), as
+            ``--report`` needs (``--save-detailed`` writes them as they end instead, through
+            the progress callback: :mod:`tunegate.results.detailed`). Either way each record
+            becomes a 131-byte row of a :class:`~tunegate.loadgen.record_table.RecordTable`
+            on disk, which the summary and the gauge read; off, the record is then dropped
+            (one of 128 events holds 2.5-7 KiB), ``result.records`` is empty and
+            ``result.run.ended`` counts them.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -121,6 +132,7 @@ class BenchOptions(BaseModel):
     sim_seed: int | None = Field(default=None, ge=0)
     server_metrics: bool = True
     metrics_interval_s: float = Field(default=DEFAULT_INTERVAL_S, gt=0, le=3600)
+    keep_records: bool = True
 
     @field_validator("percentiles")
     @classmethod
@@ -159,7 +171,7 @@ class BenchOptions(BaseModel):
         if value is not None and value > MAX_DURATION_S:
             raise ValueError(
                 f"at most {MAX_DURATION_S:,.0f} s (7 days): one benchmark that long outlasts "
-                "any stable state of a server and keeps every record in memory; split it")
+                "any stable state of a server; split it")
         return value
 
 
@@ -174,23 +186,35 @@ def build_bench_workload(options: BenchOptions) -> Workload:
     return build_workload(options.workload, tokenizer)
 
 
-def _run_simulated(options: BenchOptions, workload: Workload) -> tuple[RunResult, dict[str, Any]]:
+def _run_simulated(options: BenchOptions, workload: Workload, table: RecordTable,
+                   progress: ProgressCallback | None) -> tuple[RunResult, dict[str, Any]]:
+    """The simulator's run; every record goes to ``table`` and ``progress`` as it ends (and
+    is kept in the result only with ``options.keep_records``)."""
     from tunegate.servers.simulator import run_virtual  # the API is where stages meet
 
     assert options.sim is not None
     sim_seed = options.sim_seed if options.sim_seed is not None else options.workload.seed
+    kept: list[RequestRecord] = []
+
+    def ended(record: RequestRecord) -> None:
+        table.add(record)
+        if options.keep_records:
+            kept.append(record)
+        if progress is not None:
+            progress(record)
+
     virtual = run_virtual(
         workload, options.sim, dict(options.engine_args), stream=options.target.stream,
-        seed=sim_seed,
+        seed=sim_seed, sink=ended,
     )
-    records = sorted(virtual.records, key=lambda r: r.index)
-    from tunegate.loadgen.lag import LagSummary
-
+    kept.sort(key=lambda r: r.index)
+    sends, ends = table.column("t_send_ns"), table.column("t_end_ns")
     run = RunResult(
-        records=records,
-        started_ns=min((r.t_send_ns for r in records), default=0),
-        ended_ns=max((r.t_end_ns for r in records), default=0),
+        records=kept,
+        started_ns=int(sends.min()) if len(table) else 0,
+        ended_ns=int(ends.max()) if len(table) else 0,
         lag=LagSummary.empty(),
+        ended=len(table),
     )
     meta = {"backend": "tunegate-sim", "model_id": f"sim:{options.sim}",
             "base_url": None, "sim_scenario": options.sim,
@@ -242,11 +266,17 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
     """
     slos = parse_slos(options.goodput) if options.goodput else None
     workload = build_bench_workload(options)
+    with RecordTable() as table:
+        return _bench(options, workload, slos, table, progress)
+
+
+def _bench(options: BenchOptions, workload: Workload, slos: Slos | None, table: RecordTable,
+           progress: ProgressCallback | None) -> BenchResult:
     target = options.target
     if options.sim is not None:
         fingerprint = _fingerprint(Target("simulator-virtual", scenario=options.sim),
                                    workload, target)
-        run, meta = _run_simulated(options, workload)
+        run, meta = _run_simulated(options, workload, table, progress)
     else:
         api_key = target.api_key.get_secret_value() if target.api_key else None
         model = target.model or discover_model(target.url, api_key)
@@ -262,11 +292,18 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
         telemetry = (ServerTelemetry(target.url, api_key=api_key,
                                      interval_s=options.metrics_interval_s)
                      if options.server_metrics else None)
+
+        def ended(record: RequestRecord) -> None:
+            table.add(record)
+            if progress is not None:
+                progress(record)
+
         with telemetry or contextlib.nullcontext():
             run = run_workload(
                 workload, config, workers=options.workers,
                 counter_factory=functools.partial(_counter, spec) if spec else None,
-                progress=progress, duration_s=options.duration_s,
+                progress=ended, duration_s=options.duration_s,
+                keep_records=options.keep_records,
             )
         meta = {"backend": "openai-chat" if target.endpoint == "chat" else "openai",
                 "model_id": model, "base_url": redact_url(target.url)}
@@ -286,18 +323,19 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
         "workload": dict(workload.description),
         "fingerprint": fingerprint,
     }
-    summary = summarize(run.records, percentiles=options.percentiles, slos=slos)
-    summary.update(summary_keys(meta.get("server_metrics")))  # absent when not reported
+    summary = summarize_table(table, percentiles=options.percentiles, slos=slos)
     roofline = meta.get("roofline")
-    validation = validate_records(
-        run.records, run.lag if options.sim is None else None,
+    validation = validate_record_table(
+        table, run.lag if options.sim is None else None,
         max_concurrency=schedule.max_concurrency, request_rate=schedule.request_rate or None,
         percentiles=options.percentiles, warmup_excluded=options.workload.num_warmup,
         server_metrics=meta.get("server_metrics"),
         roofline=RooflineLimits(**roofline) if roofline else None,
         arrival=schedule.kind if schedule.offsets_s is not None else None,
         burstiness=schedule.burstiness,
+        summary=summary_from_metrics(summary, options.percentiles),
     )
+    summary.update(summary_keys(meta.get("server_metrics")))  # absent when not reported
     return BenchResult(run=run, summary=summary, validation=validation, metadata=metadata)
 
 

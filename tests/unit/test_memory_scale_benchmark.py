@@ -39,3 +39,9 @@ def test_the_child_is_a_whole_bench_run(bench: ModuleType) -> None:
     point = bench.measure("virtual", 50, ["--sim", "fast"])
     assert point.exit_code == 0
     assert point.peak_rss_mib > 20, "the child's own peak (a Python process with numpy)"
+
+
+def test_rss_along_the_run_is_the_last_sample_at_each_fraction(bench: ModuleType) -> None:
+    samples = [(0.1, 50.0), (0.6, 80.0), (1.1, 90.0), (1.9, 91.0)]
+    assert bench.along_the_run(samples, 2.0) == {"25%": 50.0, "50%": 80.0, "75%": 90.0,
+                                                 "95%": 91.0}

@@ -17,7 +17,7 @@ import os
 import socket
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -186,18 +186,26 @@ def test_a_target_that_turns_into_a_fifo_after_the_check_is_refused_and_the_resu
     assert stat.S_ISFIFO(os.lstat(path).st_mode)
 
 
+def _disk_full_in(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes into ``directory`` fail half-way (ENOSPC); the temporary directory is
+    ``directory / "tmp"``, where the result is saved instead."""
+    monkeypatch.setattr(tempfile, "tempdir", str(directory / "tmp"))
+    (directory / "tmp").mkdir()
+    real = results.atomic_write_chunks
+
+    def full(path: os.PathLike[str], chunks: Iterable[bytes], *, mode: int = 0o600) -> object:
+        if Path(path).parent == directory:
+            for _ in chunks:
+                break
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, chunks, mode=mode)
+
+    monkeypatch.setattr(results, "atomic_write_chunks", full)
+
+
 def test_a_full_disk_at_write_time_saves_the_result_elsewhere(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    real = results.atomic_write_bytes
-
-    def full(path: os.PathLike[str], data: bytes, *, mode: int = 0o600) -> object:
-        if Path(path).parent == tmp_path:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(path, data, mode=mode)
-
-    monkeypatch.setattr(results, "atomic_write_bytes", full)
+    _disk_full_in(tmp_path, monkeypatch)
     with pytest.raises(InputFileError, match="No space left on device; the measured result "
                                              "was saved to "):
         write_result(tmp_path / "r.json", DOC)
@@ -218,3 +226,19 @@ def test_the_saved_result_never_replaces_an_existing_file(
         write_result(tmp_path / "missing" / "r.json", DOC)
     assert victim.read_text() == "precious"
     assert (tmp_path / "tmp" / f"tunegate-result-{os.getpid()}.json").is_symlink()
+
+
+def test_a_full_disk_saves_the_detailed_parts_elsewhere_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunegate.results.detailed import DetailedParts
+    from tunegate.testing import make_record, token_times
+
+    _disk_full_in(tmp_path, monkeypatch)
+    with DetailedParts() as parts:
+        for i in range(3):
+            parts.add(make_record(index=i, times_ns=token_times(5, 1, 4)))
+        with pytest.raises(InputFileError, match="the measured result was saved to "):
+            write_result(tmp_path / "r.json", DOC, parts)
+    saved = json.loads(next((tmp_path / "tmp").iterdir()).read_text())
+    assert [r["index"] for r in saved["records"]] == [0, 1, 2] and len(saved["ttfts"]) == 3
+    assert {k: saved[k] for k in DOC} == DOC

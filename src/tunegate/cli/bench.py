@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Sequence
@@ -21,6 +22,9 @@ from tunegate.cli.console import (
     progress_bar,
 )
 from tunegate.errors import ConfigError
+from tunegate.loadgen.records import RequestRecord
+from tunegate.loadgen.runner import ProgressCallback
+from tunegate.results.detailed import DetailedParts
 
 __all__ = [
     "add_target_arguments", "add_workload_arguments", "bench_options", "run", "workers_argument",
@@ -209,6 +213,9 @@ def bench_options(args: argparse.Namespace) -> Any:
             goodput=tuple(getattr(args, "goodput", ())), workers=args.workers,
             duration_s=duration,
             keep_text=getattr(args, "save_detailed", False), sim=args.sim,
+            # Only the page reads every record at the end; the detailed arrays of --out are
+            # written as requests end, and the summary and the gauge read the table.
+            keep_records=getattr(args, "report", None) is not None,
             engine_args=_engine_args(args.engine_arg), sim_seed=args.sim_seed,
             server_metrics=not args.no_metrics,
             **({} if args.metrics_interval is None
@@ -220,6 +227,19 @@ def bench_options(args: argparse.Namespace) -> Any:
         for field, flag in _FIELD_FLAGS.items():
             message = message.replace(f": {field}: ", f": {flag}: ")
         raise ConfigError(message) from None
+
+
+def _each(tick: ProgressCallback, parts: DetailedParts | None) -> ProgressCallback:
+    """The per-record callback: the progress bar, and the detailed file's parts when written
+    as requests end."""
+    if parts is None:
+        return tick
+
+    def both(record: RequestRecord) -> None:
+        tick(record)
+        parts.add(record)
+
+    return both
 
 
 def run(argv: Sequence[str]) -> int:
@@ -235,11 +255,13 @@ def run(argv: Sequence[str]) -> int:
         if path is not None:
             check_writable(path)  # before measuring, so nothing measured is lost to a typo
     total = options.workload.num_requests + options.workload.num_warmup
-    with progress_bar(total, enabled=not (args.no_progress or args.quiet or options.sim)) as tick:
-        result = bench(options, progress=tick)
-    document = result.to_json(save_detailed=args.save_detailed)
-    if args.out is not None:
-        write_result(args.out, document)
+    streamed = args.save_detailed and args.out is not None and not options.keep_records
+    with (progress_bar(total, enabled=not (args.no_progress or args.quiet or options.sim))
+          as tick, DetailedParts() if streamed else contextlib.nullcontext() as parts):
+        result = bench(options, progress=_each(tick, parts))
+        document = result.to_json(save_detailed=args.save_detailed and not streamed)
+        if args.out is not None:
+            write_result(args.out, document, parts)
     page = None
     if report is not None:
         detailed = document if args.save_detailed else result.to_json(save_detailed=True)
@@ -263,6 +285,6 @@ def run(argv: Sequence[str]) -> int:
         console.print("the other workers' records were kept and written")
         return 1
     if result.run.interrupted:
-        console.print(f"interrupted: {len(result.records)} requests measured and kept")
+        console.print(f"interrupted: {result.run.ended} requests measured and kept")
         return EXIT_INTERRUPTED
     return 0 if result.validation.valid else EXIT_INVALID

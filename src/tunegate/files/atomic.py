@@ -31,11 +31,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "fsync_directory",
-           "private_directory"]
+__all__ = ["atomic_write_bytes", "atomic_write_chunks", "atomic_write_json", "atomic_write_text",
+           "fsync_directory", "private_directory"]
 
 StrPath = str | os.PathLike[str]
 
@@ -89,12 +90,21 @@ def atomic_write_bytes(path: StrPath, data: bytes, *, mode: int = 0o600) -> str:
         OSError: When the directory is not writable or the disk is full; the old content is
             then untouched and the temporary file removed.
     """
+    return atomic_write_chunks(path, (data,), mode=mode)
+
+
+def atomic_write_chunks(path: StrPath, chunks: Iterable[bytes], *, mode: int = 0o600) -> str:
+    """:func:`atomic_write_bytes` of the concatenated ``chunks``, written as they come, so a
+    file larger than memory is replaced as safely as a small one."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    digest = hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in chunks:
+                digest.update(chunk)
+                handle.write(chunk)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
@@ -104,7 +114,7 @@ def atomic_write_bytes(path: StrPath, data: bytes, *, mode: int = 0o600) -> str:
             os.unlink(tmp_name)
         raise
     fsync_directory(directory)
-    return hashlib.sha256(data).hexdigest()
+    return digest.hexdigest()
 
 
 def atomic_write_text(path: StrPath, text: str, *, mode: int = 0o600) -> str:

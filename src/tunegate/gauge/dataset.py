@@ -5,6 +5,10 @@ A :class:`Dataset` holds per-request samples when the source has them (tunegate 
 summary statistics always, and the run's configuration (:class:`RunContext`). All times are in
 seconds except the summary statistics, which keep the milliseconds every tool reports.
 
+The checks read the per-request data as columns (:class:`~tunegate.gauge.table.SampleTable`, a
+few bytes per request); foreign readers hand over :class:`RequestSample` objects (defined
+beside the table, re-exported here) and the dataset turns them into columns once.
+
 A check that needs per-request data and only finds summaries says so (``not_checked``) instead
 of guessing; see :mod:`tunegate.gauge.checks`.
 """
@@ -16,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from tunegate.gauge.table import RequestSample, SampleTable
 from tunegate.loadgen.lag import LagSummary
 
 __all__ = ["Dataset", "RequestSample", "RooflineLimits", "RunContext", "Stat", "Summary",
-           "engine_of_metrics", "stat_of"]
+           "engine_of_metrics", "stat_of", "summary_from_samples", "summary_from_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,49 +56,6 @@ class RooflineLimits:
     def max_token_rate(self) -> float:
         """Tokens/s (prefill + decode, all sequences) the compute allows: 2 x params FLOPs each."""
         return self.peak_flops / (2.0 * self.params)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSample:
-    """One request as a foreign tool (or tunegate) reported it. Times in seconds.
-
-    ``None`` always means "the source did not say"; ``itls_s=()`` means "known: no gaps".
-    ``ttfat_s`` is the time to the first *answer* token (after any reasoning) and
-    ``reasoning_tokens`` the reasoning part of ``output_tokens``, when the source tells them
-    apart (tunegate, AIPerf, GuideLLM 0.7+).
-    ``content_events`` counts events carrying generated text; ``chunks`` counts whatever the
-    transport delivered (role, usage and ``[DONE]`` events included), when that is all a tool
-    records (AIPerf's ``http_req_chunks_received``).
-    """
-
-    ok: bool
-    ttft_s: float | None = None
-    e2el_s: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    itls_s: tuple[float, ...] | None = None
-    start_s: float | None = None
-    end_s: float | None = None
-    error: str | None = None
-    stream_requested: bool | None = None
-    response_streamed: bool | None = None
-    content_events: int | None = None
-    chunks: int | None = None
-    usage_output_tokens: int | None = None
-    tokenizer_output_tokens: int | None = None
-    output_tokens_source: str | None = None
-    requested_max_tokens: int | None = None
-    ignore_eos: bool | None = None
-    warmup: bool = False
-    ttfat_s: float | None = None
-    reasoning_tokens: int | None = None
-
-    @property
-    def tpot_s(self) -> float | None:
-        """(E2EL - TTFT) / (output_tokens - 1), for more than one output token."""
-        if self.ttft_s is None or self.e2el_s is None or (self.output_tokens or 0) <= 1:
-            return None
-        return (self.e2el_s - self.ttft_s) / ((self.output_tokens or 0) - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +165,10 @@ class Dataset:
 
     ``requests_are_sample``: the requests are a sample of the run's (GuideLLM keeps a few per
     status), so checks that need every request (arrival rate, counts) use the summary.
+    ``table``: the per-request data as columns, which is all the checks read; built from
+    ``requests`` when only those are given (foreign readers), given alone for tunegate's own
+    records (no :class:`RequestSample` per request then: ``requests`` stays ``None``). A copy
+    with other ``requests`` (``dataclasses.replace``) must pass ``table=None`` to rebuild it.
     """
 
     source: str
@@ -209,20 +176,22 @@ class Dataset:
     requests: tuple[RequestSample, ...] | None = None
     context: RunContext = field(default_factory=RunContext)
     requests_are_sample: bool = False
+    table: SampleTable | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.table is None:
+            # frozen: the one place the table is set, once, from the samples
+            object.__setattr__(self, "table", SampleTable.from_samples(self.requests or ()))
 
     @property
-    def measured(self) -> list[RequestSample]:
-        """Per-request samples outside warm-up (empty when the source has none)."""
-        return [r for r in self.requests or () if not r.warmup]
-
-    @property
-    def ok(self) -> list[RequestSample]:
-        """Successful measured requests."""
-        return [r for r in self.measured if r.ok]
+    def rows(self) -> SampleTable:
+        """The per-request columns (no rows when the source has only summaries)."""
+        assert self.table is not None  # set by __post_init__
+        return self.table
 
     @property
     def has_requests(self) -> bool:
-        return bool(self.requests)
+        return len(self.rows) > 0
 
 
 def engine_of_metrics(server_metrics: Mapping[str, Any] | None) -> str | None:
@@ -231,17 +200,54 @@ def engine_of_metrics(server_metrics: Mapping[str, Any] | None) -> str | None:
     return engine if engine in ("vllm", "sglang", "llamacpp") else None
 
 
-def stat_of(values: Sequence[float], percentiles: Sequence[float]) -> Stat | None:
+def stat_of(values: Sequence[float] | npt.NDArray[np.float64],
+            percentiles: Sequence[float]) -> Stat | None:
     """A :class:`Stat` computed from raw values (NumPy linear interpolation, as vLLM)."""
-    if not values:
-        return None
     array = np.asarray(values, dtype=np.float64)
+    if not array.size:
+        return None
     return Stat(
         mean=float(array.mean()),
         median=float(np.median(array)),
         percentiles={p: float(np.percentile(array, p)) for p in percentiles},
-        count=len(values),
+        count=int(array.size),
         std=float(array.std()),
+    )
+
+
+def summary_from_table(table: SampleTable, duration_s: float | None,
+                       percentiles: Sequence[float], itls_ms: npt.NDArray[np.float64] | None,
+                       ) -> Summary:
+    """A :class:`Summary` from per-request columns (successful measured rows).
+
+    ``itls_ms``: the pooled inter-token gaps of those rows in milliseconds, in row order
+    (``None``: unknown, so no ITL statistics).
+    """
+    ok = table.ok_mask
+    failed = int(np.count_nonzero(~table.ok & table.measured))
+
+    def of(column: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        values = column[ok]
+        return values[~np.isnan(values)]
+
+    outs, ins, thinking = of(table.output_tokens), of(table.input_tokens), \
+        of(table.reasoning_tokens)
+    total_out = float(outs.sum()) if outs.size else None
+    return Summary(
+        completed=int(np.count_nonzero(ok)),
+        failed=failed,
+        duration_s=duration_s,
+        ttft_ms=stat_of(of(table.ttft_s) * 1e3, percentiles),
+        tpot_ms=stat_of(of(table.tpot_s) * 1e3, percentiles),
+        itl_ms=stat_of(itls_ms, percentiles) if itls_ms is not None else None,
+        e2el_ms=stat_of(of(table.e2el_s) * 1e3, percentiles),
+        ttfat_ms=stat_of(of(table.ttfat_s) * 1e3, percentiles),
+        mean_reasoning_tokens=float(np.mean(thinking)) if thinking.size else None,
+        mean_input_tokens=float(np.mean(ins)) if ins.size else None,
+        mean_output_tokens=float(np.mean(outs)) if outs.size else None,
+        total_output_tokens=total_out,
+        output_throughput=total_out / duration_s if total_out is not None and duration_s
+        else None,
     )
 
 
@@ -249,23 +255,8 @@ def summary_from_samples(
     samples: Sequence[RequestSample], duration_s: float | None, percentiles: Sequence[float]
 ) -> Summary:
     """Fill a :class:`Summary` from per-request samples (used when a file quotes too little)."""
-    ok = [r for r in samples if r.ok and not r.warmup]
-    failed = sum(1 for r in samples if not r.ok and not r.warmup)
-    outs = [r.output_tokens for r in ok if r.output_tokens is not None]
-    ins = [r.input_tokens for r in ok if r.input_tokens is not None]
-    thinking = [r.reasoning_tokens for r in ok if r.reasoning_tokens is not None]
-    return Summary(
-        completed=len(ok),
-        failed=failed,
-        duration_s=duration_s,
-        ttft_ms=stat_of([r.ttft_s * 1e3 for r in ok if r.ttft_s is not None], percentiles),
-        tpot_ms=stat_of([t * 1e3 for r in ok if (t := r.tpot_s) is not None], percentiles),
-        itl_ms=stat_of([g * 1e3 for r in ok for g in r.itls_s or ()], percentiles),
-        e2el_ms=stat_of([r.e2el_s * 1e3 for r in ok if r.e2el_s is not None], percentiles),
-        ttfat_ms=stat_of([r.ttfat_s * 1e3 for r in ok if r.ttfat_s is not None], percentiles),
-        mean_reasoning_tokens=float(np.mean(thinking)) if thinking else None,
-        mean_input_tokens=float(np.mean(ins)) if ins else None,
-        mean_output_tokens=float(np.mean(outs)) if outs else None,
-        total_output_tokens=float(sum(outs)) if outs else None,
-        output_throughput=sum(outs) / duration_s if outs and duration_s else None,
-    )
+    pooled = [np.asarray(r.itls_s, dtype=np.float64) for r in samples
+              if r.ok and not r.warmup and r.itls_s]
+    itls_ms = np.concatenate(pooled) * 1e3 if pooled else np.zeros(0)
+    return summary_from_table(SampleTable.from_samples(samples), duration_s, percentiles,
+                              itls_ms)

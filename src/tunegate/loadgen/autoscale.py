@@ -126,8 +126,12 @@ class _Worker:
 
     def __init__(self, worker_id: int, workload: Workload, config: ClientConfig,
                  count_tokens: TokenCounter | None, shared: _Shared, outbox: Any,
-                 duration_s: float | None, window_s: float, send_progress: bool) -> None:
+                 duration_s: float | None, window_s: float, send_progress: bool,
+                 keep_records: bool = True) -> None:
         self.id = worker_id
+        self.keep_records = keep_records
+        self.ended = 0
+        self.last_end_ns: int | None = None
         self.send_progress = send_progress
         self.workload = workload
         self.config = config
@@ -163,7 +167,11 @@ class _Worker:
     async def one(self, session: Any, index: int) -> None:
         record = await send_request(session, self.workload.requests[index], self.config,
                                     self.count_tokens)
-        self.records.append(record)
+        self.ended += 1
+        if self.last_end_ns is None or record.t_end_ns > self.last_end_ns:
+            self.last_end_ns = record.t_end_ns
+        if self.keep_records:
+            self.records.append(record)
         if self.send_progress:
             self.outbox.put(("progress", self.id, record.to_dict()))
 
@@ -186,8 +194,8 @@ class _Worker:
             lag = monitor.stop()
         return RunResult(
             records=sorted(self.records, key=lambda r: r.index), started_ns=start_ns,
-            ended_ns=max((r.t_end_ns for r in self.records), default=start_ns), lag=lag,
-            interrupted=self.shared.stop.is_set(), worker_lags=[lag],
+            ended_ns=self.last_end_ns if self.last_end_ns is not None else start_ns, lag=lag,
+            interrupted=self.shared.stop.is_set(), worker_lags=[lag], ended=self.ended,
         )
 
     def _stop_if_asked(self, tasks: set[asyncio.Task[None]]) -> None:
@@ -274,8 +282,9 @@ class _Worker:
 
 def _worker_main(worker_id: int, workload: Workload, config: ClientConfig,
                  counter_factory: Any, duration_s: float | None, shared: _Shared, outbox: Any,
-                 window_s: float, send_progress: bool) -> None:
-    """Body of one worker process: wait for the common start, serve its share, send it home."""
+                 window_s: float, send_records: bool, keep_records: bool) -> None:
+    """Body of one worker process: wait for the common start, serve its share, send it home:
+    each record as it ends with ``send_records``, all at the end with ``keep_records``."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; shared.stop tells us
@@ -284,7 +293,7 @@ def _worker_main(worker_id: int, workload: Workload, config: ClientConfig,
         outbox.put(("ready", worker_id, None))
         shared.go.wait()
         worker = _Worker(worker_id, workload, config, count_tokens, shared, outbox, duration_s,
-                         window_s, send_progress)
+                         window_s, send_records, keep_records)
         outbox.put(("done", worker_id, asyncio.run(worker.run())))
     except BaseException as exc:  # reported to the supervisor, which keeps the others' records
         outbox.put(("error", worker_id, f"{type(exc).__name__}: {exc}\n"
@@ -368,6 +377,7 @@ def run_autoscaled(
     progress: ProgressCallback | None = None,
     duration_s: float | None = None,
     policy: ScalePolicy | None = None,
+    keep_records: bool = True,
 ) -> RunResult:
     """Run ``workload`` from as many processes as it needs (see the module docstring).
 
@@ -384,7 +394,8 @@ def run_autoscaled(
     supervisor = _Supervisor(shared, workers, cap, policy)
     procs = [ctx.Process(target=_worker_main, daemon=True,
                          args=(i, workload, config, counter_factory, duration_s, shared, outbox,
-                               policy.window_s, progress is not None))
+                               policy.window_s, progress is not None or not keep_records,
+                               keep_records))
              for i in range(workers)]
     outcome = run_pool(procs, outbox, go=shared.go, stop_all=shared.stop,
                        start_at=shared.start_at, progress=progress, poll_s=_POLL_S,

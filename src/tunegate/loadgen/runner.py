@@ -44,14 +44,22 @@ ProgressCallback = Callable[[RequestRecord], None]
 
 PREPARED_BODY_BYTES = 256 * 1024 * 1024
 """Request bodies encoded before the start, at most (the rest are encoded when sent)."""
+PREPARED_REQUESTS = 4096
+"""Requests whose bodies are encoded ahead: before the start, then one more as each response
+ends (off the sending path), so the window stays this wide and memory does not grow with the
+workload."""
 
 
 def prepare_ahead(workload: Workload, config: ClientConfig,
-                  budget_bytes: int = PREPARED_BODY_BYTES) -> dict[int, PreparedRequest]:
-    """Encode the workload's request bodies, in order, while they fit in ``budget_bytes``."""
+                  budget_bytes: int = PREPARED_BODY_BYTES,
+                  max_requests: int = PREPARED_REQUESTS) -> dict[int, PreparedRequest]:
+    """Encode the first request bodies, in order, while they fit in ``budget_bytes`` and
+    ``max_requests``."""
     prepared: dict[int, PreparedRequest] = {}
     used = 0
     for spec in workload.requests:
+        if len(prepared) >= max_requests:
+            break
         request = prepare_request(spec, config)
         used += len(request.body)
         if used > budget_bytes:
@@ -65,7 +73,8 @@ class RunResult:
     """Records of one run and what the client knows about its own health.
 
     Attributes:
-        records: One record per request sent, ordered by request index.
+        records: One record per request sent, ordered by request index; empty when the run
+            handed them to a sink instead (``keep_records=False``).
         started_ns / ended_ns: The run's monotonic start instant and the end of its last request.
         lag: Event-loop lag of the client (worst worker when several).
         interrupted: The run was stopped early (Ctrl-C); the records are what was measured.
@@ -75,6 +84,8 @@ class RunResult:
         worker_errors: Client worker processes that failed (their records are missing; the
             other workers' records are kept).
         scaling: With ``workers="auto"``, each time a worker was added and why.
+        ended: Requests that ended (kept in ``records`` or handed on); by default
+            ``len(records)``.
     """
 
     records: list[RequestRecord]
@@ -87,6 +98,11 @@ class RunResult:
     worker_lags: list[LagSummary] = field(default_factory=list)
     worker_errors: list[str] = field(default_factory=list)
     scaling: list[str] = field(default_factory=list)
+    ended: int = -1
+
+    def __post_init__(self) -> None:
+        if self.ended < 0:
+            self.ended = len(self.records)
 
     @classmethod
     def merged(cls, parts: list[RunResult], workers: int, total: int) -> RunResult:
@@ -101,8 +117,9 @@ class RunResult:
             lag=LagSummary.worst(lags),
             interrupted=any(p.interrupted for p in parts),
             workers=workers,
-            not_sent=total - len(records),
+            not_sent=total - sum(p.ended for p in parts),
             worker_lags=lags,
+            ended=sum(p.ended for p in parts),
         )
 
 
@@ -143,6 +160,7 @@ class _Run:
         progress: ProgressCallback | None,
         stop: asyncio.Event,
         deadline_ns: int | None,
+        keep_records: bool = True,
     ) -> None:
         self.workload = workload
         self.config = config
@@ -150,9 +168,27 @@ class _Run:
         self.progress = progress
         self.stop = stop
         self.deadline_ns = deadline_ns
+        self.keep_records = keep_records
         self.records: list[RequestRecord] = []
         self.sent = 0
+        self.ended = 0
+        self.last_end_ns: int | None = None
         self.prepared: dict[int, PreparedRequest] = {}
+        self.next_to_prepare = 0
+        self.failure: BaseException | None = None
+
+    def prepare(self, prepared: dict[int, PreparedRequest]) -> None:
+        """Start from bodies encoded ahead (the first ``len(prepared)`` requests)."""
+        self.prepared = prepared
+        self.next_to_prepare = len(prepared)
+
+    def _top_up(self) -> None:
+        """Encode one more body ahead, keeping the window of prepared requests as wide."""
+        requests = self.workload.requests
+        if self.prepared and self.next_to_prepare < len(requests):
+            spec = requests[self.next_to_prepare]
+            self.prepared[spec.index] = prepare_request(spec, self.config)
+            self.next_to_prepare += 1
 
     def may_send(self) -> bool:
         if self.stop.is_set():
@@ -163,9 +199,14 @@ class _Run:
         self.sent += 1
         record = await send_request(session, spec, self.config, self.count_tokens,
                                     self.prepared.pop(spec.index, None))
-        self.records.append(record)
+        self.ended += 1
+        if self.last_end_ns is None or record.t_end_ns > self.last_end_ns:
+            self.last_end_ns = record.t_end_ns
+        if self.keep_records:
+            self.records.append(record)
         if self.progress is not None:
             self.progress(record)
+        self._top_up()
 
     async def closed_loop(self, session: aiohttp.ClientSession, slots: int) -> None:
         pending: Iterator[RequestSpec] = iter(self.workload.requests)
@@ -192,13 +233,23 @@ class _Run:
                 if self.may_send():
                     await self.one(session, spec)
 
-        tasks: list[asyncio.Task[None]] = []
+        live: set[asyncio.Task[None]] = set()  # only requests in flight: memory stays flat
+
+        def finished(task: asyncio.Task[None]) -> None:
+            live.discard(task)
+            if not task.cancelled() and task.exception() is not None and self.failure is None:
+                self.failure = task.exception()
+
         for spec, offset in zip(self.workload.requests, offsets, strict=True):
             await sleep_or_stop(start_ns + int(offset * 1e9), self.stop)
             if not self.may_send():
                 break
-            tasks.append(asyncio.create_task(gated(spec)))
-        await _gather_until_stopped(tasks, self.stop)
+            task = asyncio.create_task(gated(spec))
+            live.add(task)
+            task.add_done_callback(finished)
+        await _gather_until_stopped(list(live), self.stop)
+        if self.failure is not None:  # requests never raise for server behaviour: a bug
+            raise self.failure
 
 
 async def _gather_until_stopped(aws: list[Any], stop: asyncio.Event) -> None:
@@ -234,6 +285,7 @@ async def run_workload_async(
     start_at_ns: int | None = None,
     lag_interval_s: float = 0.005,
     prepared: dict[int, PreparedRequest] | None = None,
+    keep_records: bool = True,
 ) -> RunResult:
     """Run ``workload`` in the current event loop.
 
@@ -249,10 +301,12 @@ async def run_workload_async(
         lag_interval_s: Period of the event-loop lag probe.
         prepared: Request bodies already encoded (:func:`prepare_ahead`); by default they are
             encoded here, before the start.
+        keep_records: Keep every record in the result. Off, each record goes to ``progress``
+            only, and the run holds nothing per request once it has ended.
     """
     stop = stop or asyncio.Event()
-    run = _Run(workload, config, count_tokens, progress, stop, None)
-    run.prepared = prepared if prepared is not None else prepare_ahead(workload, config)
+    run = _Run(workload, config, count_tokens, progress, stop, None, keep_records)
+    run.prepare(prepared if prepared is not None else prepare_ahead(workload, config))
     if start_at_ns is not None:
         await sleep_until(start_at_ns)
     start_ns = time.monotonic_ns()
@@ -269,14 +323,13 @@ async def run_workload_async(
                 await run.open_loop(session, start_ns)
     finally:
         lag = monitor.stop()
-    records = sorted(run.records, key=lambda r: r.index)
-    ended_ns = max((r.t_end_ns for r in records), default=start_ns)
     return RunResult(
-        records=records,
+        records=sorted(run.records, key=lambda r: r.index),
         started_ns=start_ns,
-        ended_ns=ended_ns,
+        ended_ns=run.last_end_ns if run.last_end_ns is not None else start_ns,
         lag=lag,
         interrupted=stop.is_set(),
         not_sent=len(workload.requests) - run.sent,
         worker_lags=[lag],
+        ended=run.ended,
     )

@@ -26,6 +26,8 @@ from dataclasses import replace
 from multiprocessing.synchronize import Event as MpEvent
 from typing import Any, Literal
 
+import numpy as np
+
 from tunegate.loadgen.autoscale import run_autoscaled
 from tunegate.loadgen.client import ClientConfig, PreparedRequest, TokenCounter
 from tunegate.loadgen.pool import run_pool
@@ -37,6 +39,7 @@ from tunegate.loadgen.runner import (
     run_workload_async,
 )
 from tunegate.loadgen.stopping import signals_set
+from tunegate.workload import LazyRequests, Offsets
 from tunegate.workload.spec import Workload
 
 __all__ = ["run_workload", "split_workload"]
@@ -55,18 +58,25 @@ def split_workload(workload: Workload, workers: int) -> list[Workload]:
     schedule = workload.schedule
     cap = schedule.max_concurrency
     slot_shares = _shares(cap, workers) if cap is not None else None
+    positions = np.arange(len(workload.requests))
     if schedule.offsets_s is None and slot_shares is not None:
-        owner = [w for w, share in enumerate(slot_shares) for _ in range(share)]
-        assignment = [owner[j % len(owner)] for j in range(len(workload.requests))]
+        owner = np.repeat(np.arange(workers), slot_shares)
+        assignment = owner[positions % len(owner)]
     else:
-        assignment = [j % workers for j in range(len(workload.requests))]
+        assignment = positions % workers
+    offsets_s = schedule.offsets_s
+    all_offsets = (None if offsets_s is None else offsets_s.values
+                   if isinstance(offsets_s, Offsets) else np.asarray(offsets_s, np.float64))
     parts: list[Workload] = []
     for i in range(workers):
-        mine = [j for j, w in enumerate(assignment) if w == i]
-        offsets = (tuple(schedule.offsets_s[j] for j in mine)
-                   if schedule.offsets_s is not None else None)
+        mine = np.flatnonzero(assignment == i)
+        # Views, not copies: a lazy workload's share pickles as its recipe and positions.
+        requests = workload.requests
+        share = (requests.select(mine) if isinstance(requests, LazyRequests)
+                 else tuple(requests[int(j)] for j in mine))
+        offsets = None if all_offsets is None else Offsets(all_offsets[mine])
         parts.append(Workload(
-            requests=tuple(workload.requests[j] for j in mine),
+            requests=share,
             schedule=replace(schedule, offsets_s=offsets,
                              max_concurrency=slot_shares[i] if slot_shares else None),
             description=workload.description,
@@ -83,6 +93,7 @@ async def _run_here(
     start_at_ns: int | None = None,
     shared_stop: MpEvent | None = None,
     prepared: dict[int, PreparedRequest] | None = None,
+    keep_records: bool = True,
 ) -> RunResult:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -101,6 +112,7 @@ async def _run_here(
             return await run_workload_async(
                 workload, config, count_tokens=count_tokens, progress=progress,
                 duration_s=duration_s, stop=stop, start_at_ns=start_at_ns, prepared=prepared,
+                keep_records=keep_records,
             )
         finally:
             if watcher is not None:
@@ -117,8 +129,11 @@ def _worker_main(
     go: MpEvent,
     stop_all: MpEvent,
     start_at: Any,
+    send_records: bool,
+    keep_records: bool,
 ) -> None:
-    """Body of one worker process: wait for the common start, run, send records home."""
+    """Body of one worker process: wait for the common start, run, send records home: each as
+    it ends with ``send_records``, all at the end with ``keep_records``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; stop_all tells us
     try:
         count_tokens = counter_factory() if counter_factory is not None else None
@@ -129,8 +144,10 @@ def _worker_main(
         def progress(record: RequestRecord) -> None:
             outbox.put(("progress", worker_id, record.to_dict()))
 
-        result = asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s,
-                                       int(start_at.value), stop_all, prepared))
+        result = asyncio.run(_run_here(workload, config, count_tokens,
+                                       progress if send_records else None, duration_s,
+                                       int(start_at.value), stop_all, prepared,
+                                       keep_records=keep_records))
         outbox.put(("done", worker_id, result))
     except BaseException as exc:  # reported to the parent, which keeps the others' records
         outbox.put(("error", worker_id, f"{type(exc).__name__}: {exc}\n"
@@ -145,6 +162,7 @@ def run_workload(
     counter_factory: CounterFactory | None = None,
     progress: ProgressCallback | None = None,
     duration_s: float | None = None,
+    keep_records: bool = True,
 ) -> RunResult:
     """Run a workload to completion (or a stop signal) and return every record measured.
 
@@ -157,14 +175,20 @@ def run_workload(
         counter_factory: Builds a real-tokenizer counter in each process (or ``None``).
         progress: Called in this process with each finished record.
         duration_s: Stop sending new requests after this many seconds.
+        keep_records: Keep every record in the result. Off, each record goes to ``progress``
+            as it ends (from worker processes too) and is not kept: memory stays flat however
+            many requests the workload holds.
     """
     if workers == "auto":
         return run_autoscaled(workload, config, counter_factory=counter_factory,
-                              progress=progress, duration_s=duration_s)
+                              progress=progress, duration_s=duration_s,
+                              keep_records=keep_records)
     if workers <= 1 or len(workload.requests) < 2:
         count_tokens = counter_factory() if counter_factory is not None else None
-        return asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s))
-    return _run_in_processes(workload, config, workers, counter_factory, progress, duration_s)
+        return asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s,
+                                     keep_records=keep_records))
+    return _run_in_processes(workload, config, workers, counter_factory, progress, duration_s,
+                             keep_records)
 
 
 def _run_in_processes(
@@ -174,6 +198,7 @@ def _run_in_processes(
     counter_factory: CounterFactory | None,
     progress: ProgressCallback | None,
     duration_s: float | None,
+    keep_records: bool,
 ) -> RunResult:
     cap = workload.schedule.max_concurrency
     workers = min(workers, cap or workers, len(workload.requests))
@@ -184,7 +209,7 @@ def _run_in_processes(
     procs = [
         ctx.Process(target=_worker_main, daemon=True,
                     args=(i, part, config, counter_factory, duration_s, outbox, go, stop_all,
-                          start_at))
+                          start_at, progress is not None or not keep_records, keep_records))
         for i, part in enumerate(split_workload(workload, workers))
     ]
     outcome = run_pool(procs, outbox, go=go, stop_all=stop_all, start_at=start_at,

@@ -2,11 +2,19 @@
 
 Start with :class:`WorkloadConfig` and :func:`build_workload`; the parts (length
 distributions, prompts, prompt files, arrivals, presets, tokenizers) are usable on their own.
+A synthetic workload's requests are a :class:`LazyRequests` (prompts built on demand, see
+:mod:`tunegate.workload.lazy`), an open-loop schedule's offsets an :class:`Offsets`.
 """
 
 from __future__ import annotations
 
-from tunegate.workload.arrivals import ArrivalKind, arrival_offsets, closed_loop, open_loop
+from tunegate.workload.arrivals import (
+    ArrivalKind,
+    Offsets,
+    arrival_offsets,
+    closed_loop,
+    open_loop,
+)
 from tunegate.workload.builder import DESCRIPTION_FORMAT, build_workload
 from tunegate.workload.config import WorkloadConfig, format_validation_error
 from tunegate.workload.datasets import (
@@ -16,6 +24,7 @@ from tunegate.workload.datasets import (
     load_sharegpt,
     sample_entries,
 )
+from tunegate.workload.lazy import LazyRequests
 from tunegate.workload.lengths import (
     FixedLength,
     LengthDistribution,
@@ -45,9 +54,11 @@ __all__ = [
     "Dataset",
     "DatasetEntry",
     "FixedLength",
+    "LazyRequests",
     "LengthDistribution",
     "LognormalLength",
     "NormalLength",
+    "Offsets",
     "Preset",
     "RequestSpec",
     "SyntheticPrompt",

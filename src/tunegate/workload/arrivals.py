@@ -9,21 +9,28 @@ Open-loop offsets start at 0 and add one inter-arrival interval per request:
 - ``constant``: every interval is exactly ``1/rate``.
 
 ``rate = inf`` sends everything at once (all offsets 0). An open-loop schedule may carry a
-``max_concurrency`` cap: a request whose offset has come waits for a free slot.
+``max_concurrency`` cap: a request whose offset has come waits for a free slot. Its offsets are
+an :class:`~tunegate.workload.lazy.Offsets` (a float64 array, 8 MB for a million requests
+instead of a tuple's 32 MB) whose items are the floats :func:`arrival_offsets` returns.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from tunegate.workload.spec import ArrivalSchedule
 
-__all__ = ["ArrivalKind", "arrival_offsets", "closed_loop", "open_loop"]
+__all__ = ["ArrivalKind", "Offsets", "arrival_offsets", "closed_loop", "open_loop"]
 
 ArrivalKind = Literal["poisson", "gamma", "constant"]
+
+_CHUNK = 65_536
+"""Offsets converted to Python floats at a time while iterating."""
 
 
 def closed_loop(concurrency: int) -> ArrivalSchedule:
@@ -63,6 +70,12 @@ def arrival_offsets(
         >>> arrival_offsets(3, 2.0, kind="constant", rng=np.random.default_rng(0))
         (0.0, 0.5, 1.0)
     """
+    return tuple(_offsets(n, rate, kind=kind, burstiness=burstiness, rng=rng).tolist())
+
+
+def _offsets(
+    n: int, rate: float, *, kind: ArrivalKind, burstiness: float, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
     if not rate > 0:
         raise ValueError(f"rate must be > 0, got {rate}")
     if not (math.isfinite(burstiness) and burstiness > 0):
@@ -78,8 +91,8 @@ def arrival_offsets(
         intervals = np.full(gaps, 1.0 / rate)
     else:
         raise ValueError(f"unknown arrival kind {kind!r}; use poisson, gamma or constant")
-    offsets = np.concatenate(([0.0], np.cumsum(intervals)))[:n]
-    return tuple(float(x) for x in offsets)
+    offsets: npt.NDArray[np.float64] = np.concatenate(([0.0], np.cumsum(intervals)))[:n]
+    return offsets
 
 
 def open_loop(
@@ -106,7 +119,7 @@ def open_loop(
     """
     if max_concurrency is not None and max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    offsets = arrival_offsets(n, rate, kind=kind, burstiness=burstiness, rng=rng)
+    offsets = Offsets(_offsets(n, rate, kind=kind, burstiness=burstiness, rng=rng))
     shape = {"poisson": 1.0, "gamma": burstiness, "constant": None}[kind]
     return ArrivalSchedule(
         offsets_s=offsets,
@@ -115,3 +128,66 @@ def open_loop(
         request_rate=rate,
         burstiness=shape,
     )
+
+
+class Offsets(Sequence[float]):
+    """A read-only sequence of floats stored as one float64 array (8 bytes each, not a tuple's
+    32): items and iteration give Python floats, equal to the tuple it replaces.
+
+    Example:
+        >>> o = Offsets([0.0, 0.5, 1.0])
+        >>> (len(o), o[-1], list(o), o == (0.0, 0.5, 1.0))
+        (3, 1.0, [0.0, 0.5, 1.0], True)
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Iterable[float] | npt.NDArray[np.float64]) -> None:
+        """Copy ``values`` into a read-only float64 array."""
+        array = np.array(values if isinstance(values, np.ndarray) else list(values),
+                         dtype=np.float64)
+        if array.ndim != 1:
+            raise ValueError(f"offsets must be one-dimensional, got shape {array.shape}")
+        array.flags.writeable = False
+        self._values = array
+
+    @property
+    def values(self) -> npt.NDArray[np.float64]:
+        """The offsets as a read-only array."""
+        return self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Offsets: ...
+
+    def __getitem__(self, index: int | slice) -> float | Offsets:
+        if isinstance(index, slice):
+            return Offsets(self._values[index])
+        return float(self._values[index])
+
+    def __iter__(self) -> Iterator[float]:
+        for at in range(0, len(self._values), _CHUNK):
+            chunk: list[float] = self._values[at : at + _CHUNK].tolist()
+            yield from chunk
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Offsets):
+            return bool(np.array_equal(self._values, other._values))
+        if isinstance(other, tuple):
+            return len(self) == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Offsets({len(self)} values)"
+
+    def __reduce__(self) -> tuple[type[Offsets], tuple[npt.NDArray[np.float64]]]:
+        return (Offsets, (self._values,))

@@ -16,12 +16,18 @@ Request order: the ``num_warmup`` warm-up requests first (indices ``0..W-1``,
 config (``WorkloadConfig.model_validate(description["config"])`` rebuilds the same workload), the
 effective distributions and arrival, and the means of the measured requests' drawn lengths.
 
-Synthetic prompts are built in memory before anything is sent, about 5 bytes per token and,
-without a tokenizer, 27-30 million words a second on this project's 2-core machine (CPU time,
-measured with 10,000 x 1,024-word and 200 x 131,072-word prompts; 5.5 million before the words
-were looked up in one vectorised step), so one workload's prompts total at most
-:data:`MAX_PROMPT_TOKENS` (100 million: about 500 MB and 4 s to build); more is refused, with
-the total, before a prompt is built.
+Synthetic prompts are built on demand, not before the run: the requests are a
+:class:`~tunegate.workload.lazy.LazyRequests`, which keeps the drawn lengths and, every few
+thousand requests, the generator states a block of prompts is rebuilt from (a million 128-word
+requests cost a few MB; see that module for the blocks and how much one holds). Building the
+workload makes one forward pass to record those states (it only draws the words, unless a
+tokenizer is used or some prompt is shorter than four words, when it builds and checks every
+prompt once). Their size is bounded per prompt (``lengths.MAX_LENGTH`` for the unique part and
+for the shared prefix, checked by the config), not in total. What stays in memory for the whole
+run is bounded instead: the shared prefixes total at most :data:`MAX_PROMPT_TOKENS` tokens (words
+without a tokenizer; 100 million: about 500 MB), ``num_prefixes x shared_prefix_tokens``; more is
+refused before a prefix is built. Prompts from a file are read into memory (a plain tuple of
+specs), bounded by the file size limit ``datasets.MAX_DATASET_BYTES``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from tunegate.workload.datasets import (
     load_sharegpt,
     sample_entries,
 )
+from tunegate.workload.lazy import PartPlan, plan_requests
 from tunegate.workload.lengths import LengthDistribution
 from tunegate.workload.presets import PRESETS, draw_preset_lengths
 from tunegate.workload.prompts import synthetic_prompt
@@ -58,7 +65,7 @@ __all__ = [
 ]
 
 MAX_PROMPT_TOKENS = 100_000_000
-"""Most prompt tokens (words without a tokenizer) the synthetic prompts of one workload hold."""
+"""Most tokens (words without a tokenizer) the shared prefixes of one workload hold in total."""
 
 DESCRIPTION_FORMAT = "tunegate.workload/1"
 """Version tag of the ``Workload.description`` layout."""
@@ -71,41 +78,10 @@ class _Part:
     prompts: list[str]
     input_tokens: list[int | None]
     output_tokens: list[int]
-    inexact: int = 0
 
 
 def _rng(seed: int, stream: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(stream.encode())])
-
-
-def _synthetic_part(
-    inputs: Sequence[int],
-    outputs: Sequence[int],
-    *,
-    first_key: int,
-    rng: np.random.Generator,
-    tokenizer: Tokenizer | None,
-    prefixes: Sequence[str] = (),
-    prefix_rng: np.random.Generator | None = None,
-) -> _Part:
-    prompts = [
-        synthetic_prompt(int(length), key=first_key + i, rng=rng, tokenizer=tokenizer)
-        for i, length in enumerate(inputs)
-    ]
-    texts = [p.text for p in prompts]
-    counts = [p.input_tokens for p in prompts]
-    if prefixes:
-        assert prefix_rng is not None
-        choice = prefix_rng.integers(0, len(prefixes), size=len(texts)).tolist()
-        texts = [f"{prefixes[c]} {t}" for c, t in zip(choice, texts, strict=True)]
-        if tokenizer is not None:
-            counts = [tokenizer.count(t) for t in texts]
-    return _Part(
-        prompts=texts,
-        input_tokens=counts,
-        output_tokens=[int(x) for x in outputs],
-        inexact=sum(not p.exact for p in prompts),
-    )
 
 
 def _shared_prefixes(config: WorkloadConfig, tokenizer: Tokenizer | None) -> tuple[list[str], int]:
@@ -121,21 +97,21 @@ def _shared_prefixes(config: WorkloadConfig, tokenizer: Tokenizer | None) -> tup
     return [p.text for p in drawn], sum(not p.exact for p in drawn)
 
 
-def _check_prompt_total(config: WorkloadConfig, unique_tokens: int) -> None:
-    """Refuse a workload whose prompts would not fit in memory (see the module docstring)."""
-    prefix = config.shared_prefix_tokens
-    total = unique_tokens + prefix * (config.num_requests + config.num_warmup + config.num_prefixes)
+def _check_prefix_total(config: WorkloadConfig) -> None:
+    """Refuse shared prefixes that would not fit in memory (see the module docstring)."""
+    total = config.shared_prefix_tokens * config.num_prefixes
     if total > MAX_PROMPT_TOKENS:
         raise ConfigError(
-            f"the workload's prompts total {total:,} tokens (num_requests + num_warmup = "
-            f"{config.num_requests + config.num_warmup:,} x input_tokens {config.input_tokens}), "
-            f"above the limit of {MAX_PROMPT_TOKENS:,}: they are built in memory before anything "
-            "is sent (about 5 bytes per token); lower num_requests or input_tokens")
+            f"the shared prefixes total {total:,} tokens (num_prefixes {config.num_prefixes:,} x "
+            f"shared_prefix_tokens {config.shared_prefix_tokens:,}), above the limit of "
+            f"{MAX_PROMPT_TOKENS:,}: they are kept in memory for the whole run (about 5 bytes "
+            "per token); lower num_prefixes or shared_prefix_tokens")
 
 
-def _synthetic_parts(
-    config: WorkloadConfig, tokenizer: Tokenizer | None
-) -> tuple[_Part, _Part, LengthDistribution, LengthDistribution]:
+def _synthetic(
+    config: WorkloadConfig, tokenizer: Tokenizer | None, description: dict[str, Any]
+) -> Sequence[RequestSpec]:
+    """The lazy synthetic requests; fills the synthetic part of ``description``."""
     n, w, seed = config.num_requests, config.num_warmup, config.seed
     preset = PRESETS.get(config.dataset)
     if preset is not None:
@@ -153,28 +129,51 @@ def _synthetic_parts(
         inputs = in_dist.sample(_rng(seed, "input-lengths"), n)
         outputs = out_dist.sample(_rng(seed, "output-lengths"), n)
     warm_inputs = in_dist.sample(_rng(seed, "warmup-input-lengths"), w)
-    _check_prompt_total(config, int(inputs.sum()) + int(warm_inputs.sum()))
+    warm_outputs = out_dist.sample(_rng(seed, "warmup-output-lengths"), w)
+    _check_prefix_total(config)
     key = int(_rng(seed, "prompt-keys").integers(0, 2**32))
-    prefixes, _ = _shared_prefixes(config, tokenizer)
-    measured = _synthetic_part(
-        inputs.tolist(),
-        outputs.tolist(),
-        first_key=key,
-        rng=_rng(seed, "prompts"),
-        tokenizer=tokenizer,
+    prefixes, inexact_prefixes = _shared_prefixes(config, tokenizer)
+    requests, (warm_stats, stats), repeats = plan_requests(
+        [PartPlan(0, key + n, True, warm_inputs, warm_outputs),
+         PartPlan(w, key, False, inputs, outputs)],
+        prompt_rngs=[_rng(seed, "warmup-prompts"), _rng(seed, "prompts")],
+        prefix_rngs=[_rng(seed, "warmup-prefix-choice"), _rng(seed, "prefix-choice")],
         prefixes=prefixes,
-        prefix_rng=_rng(seed, "prefix-choice"),
-    )
-    warmup = _synthetic_part(
-        warm_inputs.tolist(),
-        out_dist.sample(_rng(seed, "warmup-output-lengths"), w).tolist(),
-        first_key=key + n,
-        rng=_rng(seed, "warmup-prompts"),
+        prefix_length=config.shared_prefix_tokens,
         tokenizer=tokenizer,
-        prefixes=prefixes,
-        prefix_rng=_rng(seed, "warmup-prefix-choice"),
     )
-    return measured, warmup, in_dist, out_dist
+    if repeats:
+        raise ConfigError(
+            f"dataset={config.dataset!r}: {repeats} of {n + w} prompts repeat; prompts this "
+            f"short cannot all differ (input_tokens={config.input_tokens}); raise the minimum "
+            "length (4 or more always works)"
+        )
+    description["input_tokens"] = in_dist.spec
+    description["output_tokens"] = out_dist.spec
+    description["input_length_unit"] = "tokens" if tokenizer else "words"
+    description["inexact_prompts"] = stats.inexact + warm_stats.inexact
+    if config.shared_prefix_tokens:
+        description["shared_prefix"] = {
+            "length": config.shared_prefix_tokens,
+            "unit": "tokens" if tokenizer else "words",
+            "num_prefixes": config.num_prefixes,
+            "inexact_prefixes": inexact_prefixes,
+            "placement": "prepended to every prompt; input_tokens is the unique part",
+        }
+    if config.dataset in PRESETS:
+        description["preset"] = PRESETS[config.dataset].summary
+    description["measured"] = {
+        "mean_input_tokens": stats.mean_input_tokens,
+        # Without a tokenizer a prompt is its drawn number of words, plus the prefix's, joined
+        # by single spaces: the mean whitespace word count, without building a prompt.
+        "mean_input_words": (
+            float(np.mean(np.asarray(inputs, dtype=np.int64) + config.shared_prefix_tokens))
+            if tokenizer is None
+            else None
+        ),
+        "mean_output_tokens": float(np.mean(np.asarray(outputs, dtype=np.int64))),
+    }
+    return requests
 
 
 def _file_part(
@@ -237,15 +236,6 @@ def _mean(values: Sequence[int | None]) -> float | None:
     return float(np.mean(known)) if known and len(known) == len(values) else None
 
 
-def _check_unique(prompts: list[str], config: WorkloadConfig) -> None:
-    if len(set(prompts)) != len(prompts):
-        raise ConfigError(
-            f"dataset={config.dataset!r}: {len(prompts) - len(set(prompts))} of {len(prompts)} "
-            f"prompts repeat; prompts this short cannot all differ (input_tokens="
-            f"{config.input_tokens}); raise the minimum length (4 or more always works)"
-        )
-
-
 def build_workload(config: WorkloadConfig, tokenizer: Tokenizer | None = None) -> Workload:
     """Build the requests and schedule that ``config`` describes.
 
@@ -276,6 +266,7 @@ def build_workload(config: WorkloadConfig, tokenizer: Tokenizer | None = None) -
         "num_warmup": w,
         "tokenizer": tokenizer.name if tokenizer else None,
     }
+    requests: Sequence[RequestSpec]
     if config.dataset in ("jsonl", "sharegpt"):
         dataset = _load_dataset(config)
         entries = sample_entries(dataset, n + w, _rng(config.seed, "dataset-order"))
@@ -290,35 +281,29 @@ def build_workload(config: WorkloadConfig, tokenizer: Tokenizer | None = None) -
         }
         description["input_tokens"] = None
         description["output_tokens"] = config.output_tokens.spec if config.output_tokens else None
+        requests = tuple(
+            [
+                RequestSpec(i, prompt, out, tokens, warmup=True)
+                for i, (prompt, tokens, out) in enumerate(
+                    zip(warmup.prompts, warmup.input_tokens, warmup.output_tokens, strict=True)
+                )
+            ]
+            + [
+                RequestSpec(w + i, prompt, out, tokens)
+                for i, (prompt, tokens, out) in enumerate(
+                    zip(measured.prompts, measured.input_tokens, measured.output_tokens,
+                        strict=True)
+                )
+            ]
+        )
+        measured_summary = {
+            "mean_input_tokens": _mean(measured.input_tokens),
+            "mean_input_words": None,
+            "mean_output_tokens": float(np.mean(measured.output_tokens)),
+        }
     else:
-        measured, warmup, in_dist, out_dist = _synthetic_parts(config, tokenizer)
-        _check_unique(measured.prompts + warmup.prompts, config)
-        description["input_tokens"] = in_dist.spec
-        description["output_tokens"] = out_dist.spec
-        description["input_length_unit"] = "tokens" if tokenizer else "words"
-        description["inexact_prompts"] = measured.inexact + warmup.inexact
-        if config.shared_prefix_tokens:
-            description["shared_prefix"] = {
-                "length": config.shared_prefix_tokens,
-                "unit": "tokens" if tokenizer else "words",
-                "num_prefixes": config.num_prefixes,
-                "inexact_prefixes": _shared_prefixes(config, tokenizer)[1],
-                "placement": "prepended to every prompt; input_tokens is the unique part",
-            }
-        if config.dataset in PRESETS:
-            description["preset"] = PRESETS[config.dataset].summary
-    requests = [
-        RequestSpec(i, prompt, out, tokens, warmup=True)
-        for i, (prompt, tokens, out) in enumerate(
-            zip(warmup.prompts, warmup.input_tokens, warmup.output_tokens, strict=True)
-        )
-    ]
-    requests += [
-        RequestSpec(w + i, prompt, out, tokens)
-        for i, (prompt, tokens, out) in enumerate(
-            zip(measured.prompts, measured.input_tokens, measured.output_tokens, strict=True)
-        )
-    ]
+        requests = _synthetic(config, tokenizer, description)
+        measured_summary = description.pop("measured")
     schedule = _schedule(config, n + w)
     rate = schedule.request_rate
     description["arrival"] = {
@@ -327,15 +312,5 @@ def build_workload(config: WorkloadConfig, tokenizer: Tokenizer | None = None) -
         "request_rate": "inf" if rate is not None and rate == float("inf") else rate,
         "burstiness": schedule.burstiness,
     }
-    description["measured"] = {
-        "mean_input_tokens": _mean(measured.input_tokens),
-        "mean_input_words": (
-            # Synthetic prompts are words joined by single spaces: counting the spaces gives
-            # len(p.split()) without building a list of every word of a 128k-word prompt.
-            float(np.mean([p.count(" ") + 1 for p in measured.prompts]))
-            if config.dataset not in ("jsonl", "sharegpt") and tokenizer is None
-            else None
-        ),
-        "mean_output_tokens": float(np.mean(measured.output_tokens)),
-    }
-    return Workload(requests=tuple(requests), schedule=schedule, description=description)
+    description["measured"] = measured_summary
+    return Workload(requests=requests, schedule=schedule, description=description)

@@ -12,17 +12,20 @@ A preset (``dataset="seed"``) fills ``num_requests`` and, when neither is given,
 Absurd sizes are refused with the limit and its reason, before anything is built or sent
 (``num_requests 999999999999`` once tried to allocate 7 TiB):
 
-* ``num_requests`` and ``num_warmup``, together at most :data:`MAX_REQUESTS` (1,000,000): every
-  request's record is kept in memory, about 7 KB at 128 output tokens (measured), so 7 GB at
-  the limit;
+* ``num_requests`` and ``num_warmup``, together at most :data:`MAX_REQUESTS` (1,000,000): a
+  bench holds a 131-byte row per request on disk and reads it back a column at a time, but
+  ``bench --report`` and the tuner's measurements keep every request's record in memory, about
+  7 KB at 128 output tokens (measured), so 7 GB at the limit;
 * ``concurrency`` at most :data:`MAX_CONCURRENCY` (65,536): each request in flight holds its
   own TCP connection, and a client has at most 65,535 ports to one server;
 * a finite ``request_rate`` within [:data:`MIN_REQUEST_RATE`, :data:`MAX_REQUEST_RATE`]
   (0.001 to 1,000,000 per second): slower, the run mostly waits (the first request alone
   about 1000 s); faster, the gaps are shorter than sending one request takes, so ``inf``
   says what is meant;
-* prompt and output lengths at most ``lengths.MAX_LENGTH`` (1,048,576 tokens, see there), and
-  the synthetic prompts of one workload at most ``builder.MAX_PROMPT_TOKENS`` in total.
+* prompt and output lengths, and ``shared_prefix_tokens``, at most ``lengths.MAX_LENGTH``
+  (1,048,576 tokens, see there): synthetic prompts are built on demand, a block at a time, so
+  this bounds what one of them holds; the shared prefixes, kept for the whole run, total at
+  most ``builder.MAX_PROMPT_TOKENS`` (checked when the workload is built).
 """
 
 from __future__ import annotations
@@ -184,7 +187,8 @@ class WorkloadConfig(BaseModel):
         if self.num_requests + self.num_warmup > MAX_REQUESTS:
             raise ValueError(
                 f"num_requests + num_warmup = {self.num_requests + self.num_warmup:,} exceeds "
-                f"{MAX_REQUESTS:,}: every request's record is kept in memory; split the run")
+                f"{MAX_REQUESTS:,}: with --report or in a tuning run every request's record "
+                "is kept in memory; split the run")
         if self.request_rate is None:
             if self.arrival != "poisson" or self.burstiness != 1.0:
                 raise ValueError(
@@ -202,8 +206,9 @@ class WorkloadConfig(BaseModel):
     def _at_most_max_requests(cls, value: int) -> int:
         if value > MAX_REQUESTS:
             raise ValueError(
-                f"at most {MAX_REQUESTS:,}: every request's record is kept in memory (about "
-                "7 KB each at 128 output tokens, 7 GB at the limit); split a longer run")
+                f"at most {MAX_REQUESTS:,}: with --report or in a tuning run every request's "
+                "record is kept in memory (about 7 KB each at 128 output tokens, 7 GB at the "
+                "limit); split a longer run")
         return value
 
     @field_validator("concurrency")

@@ -18,13 +18,21 @@ requests; shorter prompts for up to ``256**N`` consecutive keys.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from tunegate.workload.tokenizer import Tokenizer
 
-__all__ = ["KEY_WORDS", "WORDS", "SyntheticPrompt", "prefix_words", "synthetic_prompt"]
+__all__ = [
+    "KEY_WORDS",
+    "WORDS",
+    "SyntheticPrompt",
+    "prefix_words",
+    "synthetic_prompt",
+    "word_prompts",
+]
 
 _WORD_TEXT = """
     the of and to in is that for it was on with he as you at by this have from or one had not
@@ -94,6 +102,41 @@ def _random_words(rng: np.random.Generator, n: int) -> list[str]:
     # such a prompt costs the client about 2 ms (benchmarks/long_context.py).
     words: list[str] = _WORD_ARRAY[rng.integers(0, _BASE, size=max(n, 0))].tolist()
     return words
+
+
+def word_prompts(lengths: Sequence[int], *, first_key: int, rng: np.random.Generator) -> list[str]:
+    """The texts of ``synthetic_prompt(lengths[i], key=first_key + i, rng=rng)`` for every ``i``
+    in turn, without a tokenizer, built in a few vectorised steps.
+
+    Equal to the one-by-one calls, and ``rng`` ends in the same state: one call of
+    ``rng.integers(0, 256, size=a + b)`` draws what a call of size ``a`` then one of size ``b``
+    draw (each value takes one 32-bit half of a 64-bit output, and the bit generator keeps the
+    unused half between calls; the equality is tested). Saves the per-prompt overhead of a
+    draw, a lookup and the key words (about 3 microseconds per prompt).
+
+    Example:
+        >>> a = word_prompts([2, 6], first_key=7, rng=np.random.default_rng(1))
+        >>> rng = np.random.default_rng(1)
+        >>> a == [synthetic_prompt(n, key=7 + i, rng=rng).text for i, n in enumerate([2, 6])]
+        True
+    """
+    if any(n < 1 for n in lengths):
+        raise ValueError(f"prompt lengths must be >= 1, got {min(lengths)}")
+    sizes = np.asarray(lengths, dtype=np.int64)
+    draws = rng.integers(0, _BASE, size=int(np.maximum(sizes - KEY_WORDS, 0).sum()))
+    # One index into WORDS per word of the block: each prompt's key digits, then its draws.
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    keys = (first_key + np.arange(len(sizes), dtype=np.int64)) % _KEY_SPACE
+    index = np.empty(int(ends[-1]) if len(sizes) else 0, dtype=np.int64)
+    is_key = np.zeros(len(index), dtype=bool)
+    for digit in range(KEY_WORDS):
+        has = sizes > digit
+        index[starts[has] + digit] = (keys[has] // _BASE**digit) % _BASE
+        is_key[starts[has] + digit] = True
+    index[~is_key] = draws
+    words: list[str] = _WORD_ARRAY[index].tolist()
+    return [" ".join(words[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def synthetic_prompt(

@@ -7,7 +7,7 @@ what the server did.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,8 @@ class ArrivalSchedule:
     Attributes:
         offsets_s: Send time of each request in seconds after the run starts, in request order;
             ``None`` means closed loop: each request starts as soon as a concurrency slot frees.
+            A tuple, or (from :func:`~tunegate.workload.arrivals.open_loop`) a compact
+            read-only sequence of floats over a float64 array (``lazy.Offsets``).
         max_concurrency: Requests in flight at most. Required for closed loop; optional cap for
             open-loop (rate) schedules.
         kind: ``"closed"``, ``"poisson"``, ``"gamma"`` or ``"constant"``, for the result metadata.
@@ -49,7 +51,7 @@ class ArrivalSchedule:
         burstiness: Gamma shape factor (1.0 = Poisson; below 1 burstier, above 1 more regular).
     """
 
-    offsets_s: tuple[float, ...] | None
+    offsets_s: Sequence[float] | None
     max_concurrency: int | None
     kind: str = "closed"
     request_rate: float | None = None
@@ -62,9 +64,14 @@ class ArrivalSchedule:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """Requests plus their schedule, and the description that reproduces them."""
+    """Requests plus their schedule, and the description that reproduces them.
 
-    requests: tuple[RequestSpec, ...]
+    ``requests`` is a tuple, or for a synthetic workload from ``build_workload`` a read-only
+    sequence that builds its prompts on demand (``lazy.LazyRequests``): index it or iterate it;
+    ``tuple(workload.requests)`` would hold every prompt in memory at once.
+    """
+
+    requests: Sequence[RequestSpec]
     schedule: ArrivalSchedule
     description: Mapping[str, Any] = field(default_factory=dict)
 
@@ -76,6 +83,11 @@ class Workload:
             )
 
     @property
-    def measured(self) -> tuple[RequestSpec, ...]:
-        """Requests that count in statistics (warm-up excluded)."""
+    def measured(self) -> Sequence[RequestSpec]:
+        """Requests that count in statistics (warm-up excluded); a view, without building a
+        prompt, when the requests are built on demand."""
+        view = getattr(self.requests, "without_warmup", None)
+        if callable(view):
+            measured: Sequence[RequestSpec] = view()
+            return measured
         return tuple(r for r in self.requests if not r.warmup)

@@ -68,6 +68,11 @@ class HuggingFaceTokenizer:
     def name(self) -> str:
         return self._name
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # Pickles as its file name, loaded again where it is unpickled (a worker process that
+        # builds prompts on demand), not as the whole vocabulary.
+        return (load_tokenizer, (self._name,))
+
     def encode(self, text: str) -> list[int]:
         return list(self._backend.encode(text, add_special_tokens=False).ids)
 
@@ -94,6 +99,10 @@ class TiktokenTokenizer:
     @property
     def name(self) -> str:
         return self._name
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # Pickles as its encoding name, loaded again (offline) where it is unpickled.
+        return (load_tokenizer, (self._name,))
 
     def encode(self, text: str) -> list[int]:
         return list(self._encoding.encode(text, disallowed_special=()))

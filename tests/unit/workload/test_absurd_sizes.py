@@ -37,8 +37,8 @@ def _refusal(**fields: Any) -> str:
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"num_requests": 999_999_999_999}, "cli: num_requests: at most 1,000,000: every "
-         "request's record is kept in memory"),
+        ({"num_requests": 999_999_999_999}, "cli: num_requests: at most 1,000,000: with "
+         "--report or in a tuning run every request's record is kept in memory"),
         ({"num_warmup": 10**9}, "cli: num_warmup: at most 1,000,000"),
         ({"num_requests": 600_000, "num_warmup": 600_000},
          "num_requests + num_warmup = 1,200,000 exceeds 1,000,000"),
@@ -77,13 +77,19 @@ def test_an_unbounded_tail_is_clipped_at_the_longest_length() -> None:
     assert lengths.max() == MAX_LENGTH  # the tail reaches it, and stops there
 
 
-def test_prompts_totalling_more_than_the_memory_bound_are_refused_before_any_is_built(
+def test_shared_prefixes_totalling_more_than_the_memory_bound_are_refused_before_any_is_built(
 ) -> None:
-    config = _config(num_requests=200, input_tokens="1000000")
-    with pytest.raises(ConfigError, match=r"prompts total 200,000,000 tokens .* above the limit "
-                       r"of 100,000,000: they are built in memory"):
+    config = _config(shared_prefix_tokens=1_000_000, num_prefixes=101)
+    with pytest.raises(ConfigError, match=r"the shared prefixes total 101,000,000 tokens .* "
+                       r"above the limit of 100,000,000: they are kept in memory"):
         build_workload(config)
     assert MAX_PROMPT_TOKENS == 100_000_000
+
+
+def test_prompts_totalling_more_than_memory_are_built_on_demand() -> None:
+    workload = build_workload(_config(num_requests=200, input_tokens="1000000"))
+    assert len(workload.requests) == 200
+    assert workload.requests[-1].prompt.count(" ") + 1 == 1_000_000
 
 
 # --- Hostile prompt files --------------------------------------------------------------------

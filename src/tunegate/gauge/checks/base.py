@@ -14,8 +14,9 @@ import numpy as np
 
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import BoolArray, FloatArray
 
-__all__ = ["Check", "CheckResult", "NotChecked", "broken", "mean", "median", "rel_close"]
+__all__ = ["Check", "CheckResult", "NotChecked", "broken", "count", "mean", "median", "rel_close"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +49,18 @@ def rel_close(a: float, b: float, rel: float = 1e-3, absolute: float = 1e-6) -> 
     return abs(a - b) <= max(absolute, rel * max(abs(a), abs(b)))
 
 
-def mean(values: Sequence[float]) -> float:
+def count(mask: BoolArray) -> int:
+    """How many rows ``mask`` selects."""
+    return int(np.count_nonzero(mask))
+
+
+def mean(values: Sequence[float] | FloatArray) -> float:
     """Arithmetic mean (NaN for no values)."""
-    return float(np.mean(values)) if values else float("nan")
+    array = np.asarray(values, dtype=np.float64)
+    return float(np.mean(array)) if array.size else float("nan")
 
 
-def median(values: Sequence[float]) -> float:
+def median(values: Sequence[float] | FloatArray) -> float:
     """Median (NaN for no values)."""
-    return float(np.median(values)) if values else float("nan")
+    array = np.asarray(values, dtype=np.float64)
+    return float(np.median(array)) if array.size else float("nan")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tunegate.gauge.checks.base import CheckResult, NotChecked
+import numpy as np
+
+from tunegate.gauge.checks.base import CheckResult, NotChecked, count
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import BoolArray, FloatArray, truthy
 
 __all__ = ["client_saturated", "token_count_approximate", "token_count_mismatch"]
 
@@ -21,8 +24,14 @@ LAG_WARNING_MS = 1.0
 """Event-loop lag (p99) above this distorts timestamps by a measurable amount."""
 
 
-def _differ(a: int, b: int) -> bool:
-    return abs(a - b) > max(COUNT_SLACK_TOKENS, COUNT_SLACK_SHARE * max(a, b))
+def _differ(a: FloatArray, b: FloatArray) -> BoolArray:
+    """Where two known counts disagree beyond the slack (false where either is unknown)."""
+    return np.abs(a - b) > np.maximum(COUNT_SLACK_TOKENS, COUNT_SLACK_SHARE * np.maximum(a, b))
+
+
+def _first(mask: BoolArray) -> int:
+    """The first row ``mask`` selects (it selects one)."""
+    return int(np.argmax(mask))
 
 
 def _retokenized(data: Dataset) -> tuple[float, float] | None:
@@ -45,34 +54,32 @@ def token_count_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckRe
     if not data.has_requests and data.summary.total_output_tokens_retokenized is None:
         return NotChecked("needs per-request token counts (or a re-tokenised total)",
                           needs_requests=True)
-    ok = data.ok
-    usage_vs_tokenizer = [r for r in ok if r.usage_output_tokens is not None
-                          and r.tokenizer_output_tokens is not None
-                          and _differ(r.usage_output_tokens, r.tokenizer_output_tokens)]
-    events_over_usage = [r for r in ok if r.usage_output_tokens is not None
-                         and r.content_events is not None
-                         and r.content_events > r.usage_output_tokens + 1]
-    short = [r for r in ok if r.ignore_eos and r.requested_max_tokens
-             and r.output_tokens is not None and r.output_tokens < r.requested_max_tokens]
-    problems = {"usage_vs_tokenizer": len(usage_vs_tokenizer),
-                "more_events_than_usage_tokens": len(events_over_usage),
-                "short_despite_ignore_eos": len(short)}
+    t = data.rows
+    ok = t.ok_mask
+    usage, tokenizer, out, most = (t.usage_output_tokens, t.tokenizer_output_tokens,
+                                   t.output_tokens, t.requested_max_tokens)
+    usage_vs_tokenizer = ok & _differ(usage, tokenizer)
+    events_over_usage = ok & (t.content_events > usage + 1)
+    short = ok & (t.ignore_eos == 1) & truthy(most) & (out < most)
+    n_disagree, n_events, n_short = (count(usage_vs_tokenizer), count(events_over_usage),
+                                     count(short))
+    problems = {"usage_vs_tokenizer": n_disagree,
+                "more_events_than_usage_tokens": n_events,
+                "short_despite_ignore_eos": n_short}
     if not any(problems.values()) and totals is None:
         return None
     parts = []
-    if usage_vs_tokenizer:
-        r = usage_vs_tokenizer[0]
-        parts.append(f"{len(usage_vs_tokenizer)} requests where the server's usage and the "
-                     f"tokenizer disagree (e.g. {r.usage_output_tokens} vs "
-                     f"{r.tokenizer_output_tokens})")
-    if events_over_usage:
-        parts.append(f"{len(events_over_usage)} requests with more content events than usage "
-                     "tokens")
-    if short:
-        r = short[0]
-        parts.append(f"{len(short)} requests shorter than max_tokens although ignore_eos was set "
-                     f"(e.g. {r.output_tokens} of {r.requested_max_tokens})")
-    evidence: dict[str, object] = {"requests": len(ok) or data.summary.completed, **problems}
+    if n_disagree:
+        r = _first(usage_vs_tokenizer)
+        parts.append(f"{n_disagree} requests where the server's usage and the "
+                     f"tokenizer disagree (e.g. {usage[r]:.0f} vs {tokenizer[r]:.0f})")
+    if n_events:
+        parts.append(f"{n_events} requests with more content events than usage tokens")
+    if n_short:
+        r = _first(short)
+        parts.append(f"{n_short} requests shorter than max_tokens although ignore_eos was set "
+                     f"(e.g. {out[r]:.0f} of {most[r]:.0f})")
+    evidence: dict[str, object] = {"requests": count(ok) or data.summary.completed, **problems}
     off = False
     if totals is not None:
         reported, again = totals
@@ -101,15 +108,16 @@ def token_count_approximate(data: Dataset, prior: Mapping[str, Finding]) -> Chec
     if not data.has_requests:
         return NotChecked("needs to know where each request's token count came from",
                           needs_requests=True)
-    approximate = [r for r in data.ok if r.output_tokens_source == "events"]
+    t = data.rows
+    approximate = count(t.ok_mask & t.source_is("events"))
     if not approximate:
         return None
     return Finding(
         code="token_count_approximate", severity=Severity.WARNING,
-        message=(f"{len(approximate)} requests have no usage report and no tokenizer: output "
+        message=(f"{approximate} requests have no usage report and no tokenizer: output "
                  "tokens were counted as content events, which undercounts when an event carries "
                  "several tokens (TPOT and token throughputs inherit the error)."),
-        evidence={"requests": len(approximate)},
+        evidence={"requests": approximate},
         remedy="Keep stream_options.include_usage on, or pass --tokenizer PATH.",
     )
 

@@ -7,9 +7,12 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from tunegate.gauge.checks.base import CheckResult, NotChecked, median
+import numpy as np
+
+from tunegate.gauge.checks.base import CheckResult, NotChecked, count, median
 from tunegate.gauge.dataset import Dataset, Summary
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import known, truthy
 
 __all__ = ["error_rate", "littles_law_violation", "too_few_samples", "warmup_included"]
 
@@ -97,18 +100,22 @@ def littles_law_violation(data: Dataset, prior: Mapping[str, Finding]) -> CheckR
 def error_rate(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """Failed requests: counted, shown, and never part of latency statistics."""
     s = data.summary
-    if data.has_requests and not data.requests_are_sample:
-        measured = data.measured
-        failed = [r for r in measured if not r.ok]
-        total, n_failed = len(measured), len(failed)
-        counts = Counter((r.error or "").strip() for r in failed)
-        examples = [e[:300] for e, _ in counts.most_common() if e][:3]
+    per_request = data.has_requests and not data.requests_are_sample
+    if per_request:
+        t = data.rows
+        failed = t.measured & ~t.ok
+        total, n_failed = count(t.measured), count(failed)
     else:
         n_failed, total = s.failed or 0, (s.failed or 0) + (s.completed or 0)
-        examples = []
-    examples = examples or list(s.error_examples)
     if not total or n_failed / total < ERROR_SHARE_WARNING:
         return None
+    examples: list[str] = []
+    if per_request:
+        messages = data.rows.errors
+        counts = Counter((messages.get(int(row)) or "").strip()
+                         for row in np.flatnonzero(failed))
+        examples = [e[:300] for e, _ in counts.most_common() if e][:3]
+    examples = examples or list(s.error_examples)
     share = n_failed / total
     named = (f" Most frequent error: {examples[0]}" if examples
              else " The report names no error message.")
@@ -176,17 +183,20 @@ def too_few_samples(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
 
 def warmup_included(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """A cold start (compilation, cache warm-up) inside the statistics."""
-    if (data.context.warmup_excluded or 0) > 0 or any(r.warmup for r in data.requests or ()):
+    t = data.rows
+    if (data.context.warmup_excluded or 0) > 0 or t.warmup.any():
         return None  # warm-up requests were sent and left out of the statistics
     if not data.has_requests:
         return NotChecked("needs per-request latencies in send order", needs_requests=True)
-    rows = [r for r in data.ok if r.e2el_s and r.output_tokens]
-    if any(r.start_s is not None for r in rows):
-        rows.sort(key=lambda r: r.start_s if r.start_s is not None else math.inf)
-    wave = data.context.max_concurrency or max(1, len(rows) // 50)
-    if len(rows) < 4 * wave or len(rows) < 8:
-        return NotChecked(f"{len(rows)} requests are too few to tell a first wave of {wave}")
-    per_token = [(r.e2el_s or 0.0) / (r.output_tokens or 1) for r in rows]
+    rows = np.flatnonzero(t.ok_mask & truthy(t.e2el_s) & truthy(t.output_tokens))
+    starts = t.start_s[rows]
+    if known(starts).any():  # in send order (a stable sort: unknown sends last)
+        rows = rows[np.argsort(np.where(known(starts), starts, math.inf), kind="stable")]
+    n = len(rows)
+    wave = data.context.max_concurrency or max(1, n // 50)
+    if n < 4 * wave or n < 8:
+        return NotChecked(f"{n} requests are too few to tell a first wave of {wave}")
+    per_token = t.e2el_s[rows] / t.output_tokens[rows]
     first, rest = median(per_token[:wave]), median(per_token[wave:])
     ratio = first / rest if rest > 0 else math.inf
     if ratio < WARMUP_RATIO:

@@ -25,9 +25,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from tunegate.gauge.checks.base import CheckResult, NotChecked
 from tunegate.gauge.dataset import Dataset, RunContext
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import known
+from tunegate.metrics.summary import peak_in_flight
 
 __all__ = ["arrival_cv", "offered_load_mismatch"]
 
@@ -70,16 +74,11 @@ def _finding(rate: float, achieved: float, tolerance: float, basis: str,
 
 def _peak_in_flight(data: Dataset) -> int | None:
     """Most requests in flight at one instant, from send and end times (ends first on ties)."""
-    spans = [(r.start_s, r.end_s) for r in data.measured
-             if r.start_s is not None and r.end_s is not None]
-    if not spans:
+    t = data.rows
+    spans = t.measured & known(t.start_s) & known(t.end_s)
+    if not spans.any():
         return None
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
+    return peak_in_flight(t.start_s[spans], t.end_s[spans])
 
 
 def offered_load_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
@@ -91,10 +90,11 @@ def offered_load_mismatch(data: Dataset, prior: Mapping[str, Finding]) -> CheckR
                           "once): littles_law_violation judges the concurrency")
     if context.rate_schedule:
         return NotChecked("the rate changed during the run (ramp-up): no single rate to match")
-    starts = sorted(r.start_s for r in data.measured if r.start_s is not None)
+    t = data.rows
+    starts = np.sort(t.start_s[t.measured & known(t.start_s)])
     if not data.requests_are_sample and len(starts) >= MIN_REQUESTS and starts[-1] > starts[0]:
         n = len(starts)
-        achieved = (n - 1) / (starts[-1] - starts[0])
+        achieved = (n - 1) / float(starts[-1] - starts[0])
         tolerance = _tolerance(context, n)
         if abs(achieved / rate - 1) <= tolerance:
             return None

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from tunegate.gauge.checks.base import CheckResult, NotChecked, broken, mean, median
+from tunegate.gauge.checks.base import CheckResult, NotChecked, broken, count, mean, median
 from tunegate.gauge.checks.server import server_derived
 from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import FloatArray, truthy
 
 __all__ = ["prefill_slower_than_decode", "roofline_exceeded"]
 
@@ -53,14 +54,15 @@ def _through_broken_ttft(data: Dataset, cause: str) -> CheckResult:
     """The article's reading: prefill = input / TTFT vs "decode" = output / E2EL, TTFT == E2EL."""
     s = data.summary
     if data.has_requests:
-        rows = [r for r in data.ok if r.input_tokens and r.output_tokens and r.ttft_s
-                and r.e2el_s]
-        if not rows:
+        t = data.rows
+        rows = (t.ok_mask & truthy(t.input_tokens) & truthy(t.output_tokens)
+                & truthy(t.ttft_s) & truthy(t.e2el_s))
+        if not rows.any():
             return NotChecked(f"TTFT is invalid ({cause}) and no request has lengths and times")
-        prefill = mean([(r.input_tokens or 0) / (r.ttft_s or 1.0) for r in rows])
-        generation = mean([(r.output_tokens or 0) / (r.e2el_s or 1.0) for r in rows])
-        mean_in = mean([r.input_tokens or 0 for r in rows])
-        mean_out = mean([r.output_tokens or 0 for r in rows])
+        ins, outs = t.input_tokens[rows], t.output_tokens[rows]
+        prefill = mean(ins / t.ttft_s[rows])
+        generation = mean(outs / t.e2el_s[rows])
+        mean_in, mean_out = mean(ins), mean(outs)
         basis = "per_request"
     else:
         if not (s.ttft_ms and s.ttft_ms.mean and s.e2el_ms and s.e2el_ms.mean
@@ -100,17 +102,19 @@ def prefill_slower_than_decode(data: Dataset, prior: Mapping[str, Finding]) -> C
     queue_s = server_derived(data.context.server_metrics, "queue_time_mean_s")
     q = queue_s or 0.0
     if data.has_requests:
-        rows = [r for r in data.ok if r.input_tokens and r.ttft_s and (r.tpot_s or 0) > 0]
-        if not rows:
+        t = data.rows
+        tpot = t.tpot_s
+        rows = t.ok_mask & truthy(t.input_tokens) & truthy(t.ttft_s) & (tpot > 0)
+        if not rows.any():
             return NotChecked("no request has input length, TTFT and TPOT")
-        prompt = median([float(r.input_tokens or 0) for r in rows])
-        spread = _spread([r.ttft_s or 0.0 for r in rows])
-        prefills = [(r.input_tokens or 0) / ((r.ttft_s or 0) - q if (r.ttft_s or 0) > q
-                                             else (r.ttft_s or 1.0)) for r in rows]
-        decodes = [1.0 / (r.tpot_s or 1.0) for r in rows]
+        ins, ttfts = t.input_tokens[rows], t.ttft_s[rows]
+        prompt = median(ins)
+        spread = _spread(ttfts)
+        prefills = ins / np.where(ttfts > q, ttfts - q, ttfts)
+        decodes = 1.0 / tpot[rows]
         prefill, decode = mean(prefills), mean(decodes)
-        slower = sum(1 for p, d in zip(prefills, decodes, strict=True) if p <= d)
-        evidence: dict[str, Any] = {"basis": "per_request", "requests": len(rows),
+        slower = count(prefills <= decodes)
+        evidence: dict[str, Any] = {"basis": "per_request", "requests": len(ins),
                                     "requests_prefill_not_faster": slower,
                                     "median_prefill_tok_s": median(prefills),
                                     "median_decode_tok_s": median(decodes)}
@@ -169,7 +173,7 @@ def prefill_slower_than_decode(data: Dataset, prior: Mapping[str, Finding]) -> C
     )
 
 
-def _spread(values: list[float]) -> float | None:
+def _spread(values: FloatArray) -> float | None:
     """Coefficient of variation (population std / mean), ``None`` for fewer than 10 values."""
     if len(values) < 10 or mean(values) <= 0:
         return None
@@ -191,11 +195,14 @@ def roofline_exceeded(data: Dataset, prior: Mapping[str, Finding]) -> CheckResul
 
     if data.has_requests:
         if ttft_ok:
-            rows = [r for r in data.ok if (r.output_tokens or 0) >= 8 and (r.tpot_s or 0) > 0]
-            compare("median_decode_tok_s", median([1 / (r.tpot_s or 1) for r in rows]) if rows
+            t = data.rows
+            ok, tpot = t.ok_mask, t.tpot_s
+            rows = ok & (t.output_tokens >= 8) & (tpot > 0)
+            compare("median_decode_tok_s", median(1 / tpot[rows]) if rows.any()
                     else None, limits.max_decode_rate)
-            pre = [(r.input_tokens or 0) / r.ttft_s for r in data.ok if r.input_tokens and r.ttft_s]
-            compare("median_prefill_tok_s", median(pre) if pre else None, limits.max_token_rate)
+            fast = ok & truthy(t.input_tokens) & truthy(t.ttft_s)
+            compare("median_prefill_tok_s", median(t.input_tokens[fast] / t.ttft_s[fast])
+                    if fast.any() else None, limits.max_token_rate)
     elif ttft_ok and s.tpot_ms and s.tpot_ms.mean:
         compare("mean_decode_tok_s", 1e3 / s.tpot_ms.mean, limits.max_decode_rate)
     if s.duration_s and s.completed and s.mean_output_tokens is not None:

@@ -14,9 +14,12 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from tunegate.gauge.checks.base import CheckResult, NotChecked, broken
-from tunegate.gauge.dataset import Dataset, RequestSample
+import numpy as np
+
+from tunegate.gauge.checks.base import CheckResult, NotChecked, broken, count
+from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import FloatArray, SampleTable, known
 from tunegate.loadgen.server_metrics import as_block
 
 __all__ = ["server_client_disagree", "server_derived", "server_metrics_mixed",
@@ -55,7 +58,7 @@ def _not_scraped(block: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     return "; ".join(f"{', '.join(k)}: {reason}" for reason, k in by_reason.items())
 
 
-def _population(data: Dataset) -> tuple[list[RequestSample] | None, int]:
+def _population(data: Dataset) -> tuple[SampleTable | None, int]:
     """The requests the server saw, or how many of them the client's figures leave out.
 
     The server's histograms and counters cover every request of the scrape window, the
@@ -64,30 +67,30 @@ def _population(data: Dataset) -> tuple[list[RequestSample] | None, int]:
     (``None``; the number of warm-up requests the report excluded and the server counted).
     """
     excluded = data.context.warmup_excluded or 0
-    requests = list(data.requests or ())
-    if requests and not data.requests_are_sample \
-            and sum(1 for r in requests if r.warmup) >= excluded:
-        return requests, 0
+    rows = data.rows
+    if len(rows) and not data.requests_are_sample and count(rows.warmup) >= excluded:
+        return rows, 0
     return None, excluded
 
 
-def _mean(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else None
+def _mean(values: FloatArray) -> float | None:
+    """Mean of the known values (``None`` for none)."""
+    values = values[known(values)]
+    return float(values.sum()) / values.size if values.size else None
 
 
-def _client_latencies(data: Dataset, requests: list[RequestSample] | None,
+def _client_latencies(data: Dataset, population: SampleTable | None,
                       ) -> dict[str, float | None]:
     """Mean TTFT and E2EL (seconds) over the population the server saw."""
-    if requests is not None:
-        ok = [r for r in requests if r.ok]
-        return {"ttft_s": _mean([r.ttft_s for r in ok]), "e2el_s": _mean([r.e2el_s for r in ok])}
+    if population is not None:
+        ok = population.ok
+        return {"ttft_s": _mean(population.ttft_s[ok]), "e2el_s": _mean(population.e2el_s[ok])}
     s = data.summary
     return {"ttft_s": s.ttft_ms.mean / 1e3 if s.ttft_ms and s.ttft_ms.mean is not None else None,
             "e2el_s": s.e2el_ms.mean / 1e3 if s.e2el_ms and s.e2el_ms.mean is not None else None}
 
 
-def _client_counts(data: Dataset, requests: list[RequestSample] | None,
+def _client_counts(data: Dataset, population: SampleTable | None,
                    hidden: int) -> dict[str, tuple[float | None, float]]:
     """What the server should have counted, as (at least, at most), by the client's records.
 
@@ -96,19 +99,21 @@ def _client_counts(data: Dataset, requests: list[RequestSample] | None,
     least the tokens the client received from it, and at most its ``max_tokens``. Without
     per-request data, the ``hidden`` warm-up requests the summary left out may add to both.
     """
-    if requests is None:
+    if population is None:
         s = data.summary
         unknown = (s.failed or 0) + hidden
         tokens = s.total_output_tokens
         return {"requests": (s.completed, (s.completed or 0) + unknown),
                 "output_tokens": (tokens, float("inf") if unknown else (tokens or 0.0))}
-    ok = [r for r in requests if r.ok]
-    failed = [r for r in requests if not r.ok]
-    received = float(sum(r.output_tokens or 0 for r in requests))
-    unsent = [(r.requested_max_tokens or 0) - (r.output_tokens or 0) for r in failed]
-    most = (received + sum(max(0, n) for n in unsent)
-            if all(r.requested_max_tokens is not None for r in failed) else float("inf"))
-    return {"requests": (float(len(ok)), float(len(ok) + len(failed))),
+    failed = ~population.ok
+    outs = np.nan_to_num(population.output_tokens, nan=0.0)  # unknown: none received
+    received = float(outs.sum())
+    most_asked = population.requested_max_tokens[failed]
+    unsent = most_asked - outs[failed]
+    most = (received + float(np.maximum(0.0, unsent).sum())
+            if known(most_asked).all() else float("inf"))
+    n_ok, n_failed = count(population.ok), count(failed)
+    return {"requests": (float(n_ok), float(n_ok + n_failed)),
             "output_tokens": (received, most)}
 
 
@@ -128,8 +133,8 @@ def server_client_disagree(data: Dataset, prior: Mapping[str, Finding]) -> Check
     if not any(k in derived for k in compared):
         return NotChecked("the server reported nothing to compare: "
                           + _not_scraped(block, compared))
-    requests, hidden = _population(data)
-    client = _client_latencies(data, requests)
+    population, hidden = _population(data)
+    client = _client_latencies(data, population)
     server = {"ttft_s": derived.get("ttft_mean_s"), "e2el_s": derived.get("e2el_mean_s")}
     skipped = [k for k in server if hidden and client[k] is not None and server[k] is not None]
     not_compared = (f"{' and '.join(skipped)} not compared: the report excluded {hidden} "
@@ -141,7 +146,7 @@ def server_client_disagree(data: Dataset, prior: Mapping[str, Finding]) -> Check
         if verdict:
             disagree[name] = {"client": client[name], "server": server[name],
                               "verdict": verdict}
-    for name, (low, high) in _client_counts(data, requests, hidden).items():
+    for name, (low, high) in _client_counts(data, population, hidden).items():
         server_n = derived.get("requests" if name == "requests" else "generation_tokens")
         if low is None or server_n is None:
             continue

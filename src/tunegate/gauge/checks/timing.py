@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tunegate.gauge.checks.base import CheckResult, NotChecked, median, rel_close
-from tunegate.gauge.dataset import Dataset, RequestSample
+import numpy as np
+
+from tunegate.gauge.checks.base import CheckResult, NotChecked, count, median, rel_close
+from tunegate.gauge.dataset import Dataset
 from tunegate.gauge.findings import Finding, Severity
+from tunegate.gauge.table import UNKNOWN, BoolArray, known
 
 __all__ = ["clock_anomaly", "ttft_equals_e2el", "ttft_missing"]
 
@@ -24,22 +27,18 @@ _INVALIDATES = ("ttft", "tpot", "itl", "prefill", "decode")
 
 def _invalidated(data: Dataset) -> tuple[str, ...]:
     """What a broken TTFT takes down; the time to first answer too, when the data has one."""
-    has_ttfat = data.summary.ttfat_ms is not None or any(
-        r.ttfat_s is not None for r in data.requests or ())
+    has_ttfat = data.summary.ttfat_ms is not None or bool(known(data.rows.ttfat_s).any())
     return (*_INVALIDATES, "ttfat") if has_ttfat else _INVALIDATES
 
 
-def _equal(r: RequestSample) -> bool:
-    assert r.ttft_s is not None and r.e2el_s is not None
-    return r.e2el_s - r.ttft_s <= max(TIMER_RESOLUTION_S, EQUAL_REL * r.e2el_s)
-
-
-def _cause(data: Dataset, multi: list[RequestSample]) -> tuple[str, str]:
-    asked = sum(1 for r in multi if r.stream_requested)
-    asked_known = any(r.stream_requested is not None for r in multi)
+def _cause(data: Dataset, multi: BoolArray) -> tuple[str, str]:
+    """Why TTFT equals E2EL on the rows ``multi`` selects, and the remedy."""
+    t = data.rows
+    asked = count(multi & (t.stream_requested == 1))
+    asked_known = bool((multi & (t.stream_requested != UNKNOWN)).any())
     requested = data.context.stream_requested if not asked_known else asked > 0
-    not_streamed = sum(1 for r in multi if r.response_streamed is False)
-    one_chunk = sum(1 for r in multi if r.content_events == 1 or r.chunks == 1)
+    not_streamed = count(multi & (t.response_streamed == 0))
+    one_chunk = count(multi & ((t.content_events == 1) | (t.chunks == 1)))
     if requested is False:
         return ("the benchmark asked for stream=false",
                 "Re-run with streaming (drop --no-stream / set stream=true).")
@@ -60,29 +59,31 @@ def _cause(data: Dataset, multi: list[RequestSample]) -> tuple[str, str]:
 def ttft_equals_e2el(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """TTFT equal to E2EL on (nearly) every multi-token request: streaming was off or ignored."""
     if data.has_requests:
-        multi = [r for r in data.ok if (r.output_tokens or 0) > 1
-                 and r.ttft_s is not None and r.ttft_s > 0 and r.e2el_s is not None]
-        if not multi:
+        t = data.rows
+        ttft_s, e2el_s = t.ttft_s, t.e2el_s
+        multi = t.ok_mask & (t.output_tokens > 1) & (ttft_s > 0) & known(e2el_s)
+        n_multi = count(multi)
+        if not n_multi:
             return NotChecked("no multi-token request has both TTFT and E2EL")
-        equal = [r for r in multi if _equal(r)]
-        share = len(equal) / len(multi)
+        equal = multi & (e2el_s - ttft_s <= np.maximum(TIMER_RESOLUTION_S, EQUAL_REL * e2el_s))
+        n_equal = count(equal)
+        share = n_equal / n_multi
         if share < EQUALITY_SHARE:
             return None
         cause, remedy = _cause(data, multi)
-        outs = [r.output_tokens or 0 for r in multi]
         return Finding(
             code="ttft_equals_e2el", severity=Severity.ERROR,
-            message=(f"TTFT equals E2EL for {len(equal)} of {len(multi)} multi-token requests: "
+            message=(f"TTFT equals E2EL for {n_equal} of {n_multi} multi-token requests: "
                      f"{cause}. TTFT here is the total latency, so TTFT, TPOT, ITL and prefill "
                      "rates measure nothing."),
             evidence={
-                "basis": "per_request", "requests_equal": len(equal),
-                "requests_multi_token": len(multi), "share": share,
-                "median_ttft_ms": round(median([r.ttft_s or 0.0 for r in equal]) * 1e3, 6),
-                "median_e2el_ms": round(median([r.e2el_s or 0.0 for r in equal]) * 1e3, 6),
-                "mean_output_tokens": sum(outs) / len(outs),
-                "stream_requested": sum(1 for r in multi if r.stream_requested),
-                "answered_without_stream": sum(1 for r in multi if r.response_streamed is False),
+                "basis": "per_request", "requests_equal": n_equal,
+                "requests_multi_token": n_multi, "share": share,
+                "median_ttft_ms": round(median(ttft_s[equal]) * 1e3, 6),
+                "median_e2el_ms": round(median(e2el_s[equal]) * 1e3, 6),
+                "mean_output_tokens": float(t.output_tokens[multi].sum()) / n_multi,
+                "stream_requested": count(multi & (t.stream_requested == 1)),
+                "answered_without_stream": count(multi & (t.response_streamed == 0)),
             },
             remedy=remedy, invalidates=_invalidated(data),
         )
@@ -98,7 +99,7 @@ def ttft_equals_e2el(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult
     out = s.mean_output_tokens
     if out is not None and out <= 1:
         return None
-    cause, remedy = _cause(data, [])
+    cause, remedy = _cause(data, np.zeros(len(data.rows), dtype=np.bool_))
     derived = s.e2el_ms.derived
     centre = "mean" if "mean" in common else common[0]
     counterpart = (f"the E2EL derived from it ({derived}, since the report quotes no E2EL)"
@@ -120,21 +121,24 @@ def ttft_equals_e2el(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult
 def ttft_missing(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     """TTFT absent, or reported as 0, for the requests."""
     if data.has_requests:
-        ok = data.ok
-        if not ok:
+        t = data.rows
+        ok = t.ok_mask
+        n_ok = count(ok)
+        if not n_ok:
             return NotChecked("no successful request")
-        missing = [r for r in ok if r.ttft_s is None or r.ttft_s <= 0]
-        if not missing:
+        missing = ok & ~(t.ttft_s > 0)  # unknown, zero or negative
+        n_missing = count(missing)
+        if not n_missing:
             return None
-        share = len(missing) / len(ok)
+        share = n_missing / n_ok
         severity = Severity.ERROR if share >= EQUALITY_SHARE else Severity.WARNING
-        zero = sum(1 for r in missing if r.ttft_s is not None)
-        empty = sum(1 for r in missing if r.output_tokens == 0)
-        detail = f"{len(missing)} of {len(ok)} successful requests"
-        evidence = {"basis": "per_request", "requests_missing": len(missing) - zero,
-                    "requests_zero": zero, "requests": len(ok), "share": share,
+        zero = count(missing & known(t.ttft_s))
+        empty = count(missing & (t.output_tokens == 0))
+        detail = f"{n_missing} of {n_ok} successful requests"
+        evidence = {"basis": "per_request", "requests_missing": n_missing - zero,
+                    "requests_zero": zero, "requests": n_ok, "share": share,
                     "requests_without_output": empty}
-        if empty == len(missing) and severity is Severity.WARNING:
+        if empty == n_missing and severity is Severity.WARNING:
             return Finding(
                 code="ttft_missing", severity=severity,
                 message=(f"TTFT is missing or 0 for {detail}, and each of them produced no "
@@ -174,23 +178,22 @@ def clock_anomaly(data: Dataset, prior: Mapping[str, Finding]) -> CheckResult:
     problems: dict[str, int | float] = {}
     s = data.summary
     if data.has_requests:
-        ok = data.ok
+        t = data.rows
+        ok = t.ok_mask
+        ttft, e2el = t.ttft_s, t.e2el_s
+        # NaN (unknown) compares false: each comparison needs both of its values known
         checks = {
-            "ttft_negative": sum(1 for r in ok if r.ttft_s is not None and r.ttft_s < 0),
-            "e2el_before_ttft": sum(1 for r in ok if r.ttft_s is not None and r.e2el_s
-                                    is not None and r.e2el_s < r.ttft_s - SLACK_S),
-            "itl_negative": sum(1 for r in ok if any(g < 0 for g in r.itls_s or ())),
-            "gaps_exceed_e2el": sum(
-                1 for r in ok if r.itls_s and r.ttft_s is not None and r.e2el_s is not None
-                and r.ttft_s + sum(r.itls_s) > r.e2el_s * (1 + EQUAL_REL) + SLACK_S),
-            "end_before_start": sum(1 for r in data.measured if r.start_s is not None
-                                    and r.end_s is not None and r.end_s < r.start_s),
-            "answer_before_first_token": sum(
-                1 for r in ok if r.ttfat_s is not None and r.ttft_s is not None
-                and r.ttfat_s < r.ttft_s - SLACK_S),
+            "ttft_negative": count(ok & (ttft < 0)),
+            "e2el_before_ttft": count(ok & (e2el < ttft - SLACK_S)),
+            "itl_negative": count(ok & (t.itl_negative == 1)),
+            "gaps_exceed_e2el": count(ok & (t.itl_count > 0)
+                                      & (ttft + t.itl_sum_s > e2el * (1 + EQUAL_REL) + SLACK_S)),
+            "end_before_start": count(t.measured & (t.end_s < t.start_s)),
+            "answer_before_first_token": count(ok & (t.ttfat_s < ttft - SLACK_S)),
         }
         problems |= {k: v for k, v in checks.items() if v}
-        longest = max((r.e2el_s for r in ok if r.e2el_s is not None), default=None)
+        latencies = e2el[ok & known(e2el)]
+        longest = float(latencies.max()) if latencies.size else None
         if longest is not None and s.duration_s is not None and \
                 longest > s.duration_s * (1 + EQUAL_REL) + SLACK_S:
             problems["request_longer_than_run_s"] = longest

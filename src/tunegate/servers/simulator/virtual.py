@@ -23,10 +23,12 @@ timestamps (the run starts at 0):
 from __future__ import annotations
 
 import heapq
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
+
+import numpy as np
 
 from tunegate.loadgen.records import CountSource, Outcome, RequestRecord
 from tunegate.servers.simulator.engine import Engine
@@ -53,7 +55,8 @@ class VirtualRun:
     """Result of :func:`run_virtual`.
 
     Attributes:
-        records: One record per workload request, in request order.
+        records: One record per workload request, in request order; empty when the records
+            went to a ``sink`` instead.
         server_metrics: The counters and histograms ``/metrics`` would expose after the run.
         engine_info: Scenario, effective engine config, memory plan (as a start-up log).
         duration_ns: Virtual time from the first send to the last event.
@@ -73,6 +76,44 @@ class VirtualRun:
     def elapsed_after_s(self) -> float:
         """Machine age when the run ended: pass it as the next run's ``elapsed_before_s``."""
         return self.elapsed_before_s + self.duration_ns / 1e9
+
+
+class _SendQueue:
+    """Requests not yet sent, in sending order, without a Python object per request.
+
+    Closed loop: indices in order, all due at once. Open loop: each request's offset; offsets
+    built by :mod:`tunegate.workload.arrivals` only grow, so the order is the index order, and
+    only a hand-made schedule whose offsets go back costs an index array to sort them.
+    """
+
+    def __init__(self, count: int, offsets_s: Sequence[float] | None) -> None:
+        self._next = 0
+        self._count = count
+        self._offsets = offsets_s
+        self._order: np.ndarray | None = None
+        if offsets_s is not None and any(b < a for a, b in pairwise(offsets_s)):
+            due = np.rint(np.asarray(offsets_s, dtype=np.float64) * 1e9)
+            self._order = np.argsort(due, kind="stable")  # by due instant, then index
+
+    def __bool__(self) -> bool:
+        return self._next < self._count
+
+    def _index(self) -> int:
+        return self._next if self._order is None else int(self._order[self._next])
+
+    def due_ns(self) -> int:
+        """When the next request is due (0 in a closed loop: as soon as a slot frees)."""
+        return 0 if self._offsets is None else round(self._offsets[self._index()] * 1e9)
+
+    def pop(self) -> int:
+        """The next request's index."""
+        index = self._index()
+        self._next += 1
+        return index
+
+    def clear(self) -> None:
+        """Send nothing more."""
+        self._next = self._count
 
 
 def _error_record(
@@ -145,6 +186,7 @@ def run_virtual(
     start_attempt: int | None = None,
     client_turnaround_s: float = CLIENT_TURNAROUND_S,
     send_for_s: float | None = None,
+    sink: Callable[[RequestRecord], None] | None = None,
 ) -> VirtualRun:
     """Benchmark a simulated engine on ``workload`` with a virtual clock.
 
@@ -169,6 +211,9 @@ def run_virtual(
         client_turnaround_s: Client time from a response's end to the next send on its slot.
         send_for_s: Stop sending after this much virtual time, as ``bench --duration`` does:
             requests not sent by then are left out of the records (those in flight finish).
+        sink: Called with each record as its request ends (in completion order); the records
+            are then not kept (``VirtualRun.records`` is empty), so a run of any length holds
+            only the requests in flight.
 
     Raises:
         ConfigError: An invalid engine argument or scenario name.
@@ -186,17 +231,15 @@ def run_virtual(
     )
     specs = workload.requests
     n = len(specs)
-    records: list[RequestRecord | None] = [None] * n
+    records: list[RequestRecord | None] = [None] * (0 if sink else n)
+    ended = 0
     offsets = workload.schedule.offsets_s
     cap = workload.schedule.max_concurrency
     turnaround = round(client_turnaround_s * 1e9)
     bs = engine.config.block_size
     caching = engine.config.enable_prefix_caching
     lying = engine.faults.lying_health
-    if offsets is None:
-        pending = deque((0, i) for i in range(n))
-    else:
-        pending = deque(sorted((round(o * 1e9), i) for i, o in enumerate(offsets)))
+    pending = _SendQueue(n, offsets)
     slots = [0] * min(cap if cap is not None else n, n)  # heap: when each free slot frees
     in_flight: dict[int, Seq] = {}
     entering: list[tuple[int, int, Seq]] = []  # (enter_ns, index, seq): front-end latency
@@ -207,16 +250,24 @@ def run_virtual(
     def next_send() -> int | None:
         if not pending or not slots:  # nothing left, or every slot busy until a response ends
             return None
-        t = pending[0][0]
+        t = pending.due_ns()
         t = slots[0] if slots[0] > t else t
         if cutoff is not None and t > cutoff:
             pending.clear()  # the sending time is over: the rest is never sent
             return None
         return t
 
+    def end(i: int, record: RequestRecord, slot_free_ns: int) -> None:
+        nonlocal ended
+        ended += 1
+        if sink is not None:
+            sink(record)
+        else:
+            records[i] = record
+        heapq.heappush(slots, slot_free_ns)
+
     def fail(i: int, t: int, status: int | None, message: str) -> None:
-        records[i] = _error_record(specs[i], t, stream, status, message)
-        heapq.heappush(slots, t + turnaround)
+        end(i, _error_record(specs[i], t, stream, status, message), t + turnaround)
 
     def send_until(limit: int, inclusive: bool) -> None:
         nonlocal last_event
@@ -224,7 +275,7 @@ def run_virtual(
             t = next_send()
             if t is None or t > limit or (t == limit and not inclusive):
                 return
-            _, i = pending.popleft()
+            i = pending.pop()
             heapq.heappop(slots)
             last_event = max(last_event, t)
             spec = specs[i]
@@ -256,21 +307,21 @@ def run_virtual(
             result = engine.step(now)
             if result is None:  # pragma: no cover - has_work() guarantees a batch
                 raise RuntimeError("engine had work but scheduled nothing")
-            end = result.end_ns
-            send_until(end, inclusive=False)  # sent while the step ran: they join a later one
+            step_end = result.end_ns
+            send_until(step_end, inclusive=False)  # sent while the step ran: a later step
             for seq in result.finished:
                 del in_flight[seq.rid]
-                records[seq.rid] = _record(specs[seq.rid], seq, stream, True, end)
-                heapq.heappush(slots, end + turnaround)
-            last_event = max(last_event, end)
+                end(seq.rid, _record(specs[seq.rid], seq, stream, True, step_end),
+                    step_end + turnaround)
+            last_event = max(last_event, step_end)
             if engine.crashed:
-                dead_at = end
+                dead_at = step_end
                 for i, seq in in_flight.items():
-                    records[i] = _record(specs[i], seq, stream, False, end)
-                    heapq.heappush(slots, end + turnaround)
+                    end(i, _record(specs[i], seq, stream, False, step_end),
+                        step_end + turnaround)
                 in_flight.clear()
                 entering.clear()
-            now = end
+            now = step_end
             continue
         # Idle: jump to the next request entering the scheduler or the next send.
         candidates = [entering[0][0]] if entering else []
@@ -281,8 +332,8 @@ def run_virtual(
             break
         now = max(now, min(candidates))
     out = [r for r in records if r is not None]
-    if send_for_s is None and len(out) != n:  # pragma: no cover - one record per request
-        raise RuntimeError(f"virtual run lost {n - len(out)} requests")
+    if send_for_s is None and ended != n:  # pragma: no cover - one record per request
+        raise RuntimeError(f"virtual run lost {n - ended} requests")
     return VirtualRun(
         records=out,
         server_metrics=engine.metrics,

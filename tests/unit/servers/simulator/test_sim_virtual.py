@@ -201,3 +201,23 @@ def test_server_metrics_match_the_records(workload) -> None:  # type: ignore[no-
     assert m.success["length"] == 10
     assert m.ttft.count == 10 and m.itl.count == 40
     assert "vllm:e2e_request_latency_seconds_count" in m.render()
+
+
+@pytest.mark.parametrize("offsets", [None, (0.0, 0.01, 0.01, 0.3, 0.05, 0.0, 0.2, 0.2)])
+def test_a_sink_gets_every_record_as_it_ends_and_the_run_keeps_none(  # type: ignore[no-untyped-def]
+    workload, offsets
+) -> None:
+    wl = workload(n=8, concurrency=3, offsets_s=offsets)
+    kept = run_virtual(wl, "fast", seed=4).records
+    ended: list = []  # type: ignore[type-arg]
+    streamed = run_virtual(wl, "fast", seed=4, sink=ended.append)
+    assert streamed.records == []
+    assert sorted(ended, key=lambda r: r.index) == kept
+    assert [r.t_end_ns for r in ended] == sorted(r.t_end_ns for r in ended)  # completion order
+
+
+def test_offsets_that_go_back_are_sent_in_time_order(workload) -> None:  # type: ignore[no-untyped-def]
+    offsets = (0.3, 0.0, 0.2, 0.1)
+    recs = run_virtual(workload(n=4, concurrency=None, offsets_s=offsets), "fast",
+                       noise=False).records
+    assert [r.t_send_ns for r in recs] == [round(o * 1e9) for o in offsets]

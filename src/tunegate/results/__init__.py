@@ -7,7 +7,8 @@ Key names follow vLLM so existing dashboards read our files; tunegate adds ``pre
 (``kv_cache_usage_peak``, ``preemptions``, ``server_queue_time_mean_ms``...; absent when the
 server did not report them).
 Per-request arrays (``--save-detailed``) use vLLM's names and units (seconds) and, in ``records``,
-tunegate's full records (nanoseconds).
+tunegate's full records (nanoseconds); a long run writes them as its requests end
+(:mod:`.detailed`), so they never all sit in memory.
 """
 
 from __future__ import annotations
@@ -18,19 +19,19 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunegate import __version__
 from tunegate.errors import InputFileError
-from tunegate.files.atomic import atomic_write_bytes
+from tunegate.files.atomic import atomic_write_chunks
 from tunegate.gauge import ValidationReport
 from tunegate.loadgen.client import redact_url
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import RunResult
-from tunegate.metrics.definitions import NS_PER_S, itl_ns, ttfat_ns, ttft_ns
+from tunegate.results.detailed import ARRAYS, REASONING_ARRAYS, DetailedParts, measured_elements
 
 __all__ = ["BenchResult", "check_writable", "redact_url", "write_json", "write_result"]
 
@@ -82,33 +83,24 @@ class BenchResult:
         if server is not None:
             doc["server_metrics"] = server
         if save_detailed:
+            if len(self.run.records) < self.run.ended:
+                raise ValueError("the run's records were not kept (keep_records=False): write "
+                                 "its detailed arrays as they end (results.detailed)")
             doc |= _detailed(self.run.records)
         safe: dict[str, Any] = _json_safe(doc)
         return safe
 
 
 def _detailed(records: list[RequestRecord]) -> dict[str, Any]:
+    """The detailed arrays of records held in memory (see :mod:`.detailed` for the streamed
+    form): per measured request, in index order; the reasoning arrays only when some measured
+    request reasoned."""
     measured = [r for r in records if not r.warmup]
-    return {
-        "input_lens": [r.input_tokens for r in measured],
-        "output_lens": [r.output_tokens for r in measured],
-        "ttfts": [(t / NS_PER_S if (t := ttft_ns(r)) is not None else None) for r in measured],
-        "itls": [[gap / NS_PER_S for gap in itl_ns(r)] for r in measured],
-        "generated_texts": [r.generated_text or "" for r in measured],
-        "errors": [r.error or "" for r in measured],
-        "records": [r.to_dict() for r in records],
-    } | _detailed_reasoning(measured)
-
-
-def _detailed_reasoning(measured: list[RequestRecord]) -> dict[str, Any]:
-    """Per-request reasoning arrays, only when some request reasoned (seconds, like ``ttfts``)."""
-    if not any(r.reasoning_streamed or r.usage_reasoning_tokens for r in measured):
-        return {}
-    return {
-        "ttfats": [(t / NS_PER_S if (t := ttfat_ns(r)) is not None else None) for r in measured],
-        "reasoning_lens": [r.reasoning_tokens for r in measured],
-        "answer_lens": [r.answer_tokens for r in measured],
-    }
+    elements = [measured_elements(r) for r in measured]
+    reasoned = any(r.reasoning_streamed or r.usage_reasoning_tokens for r in measured)
+    names = [*ARRAYS, *(REASONING_ARRAYS if reasoned else ())]
+    return {name: ([r.to_dict() for r in records] if name == "records"
+                   else [element[name] for element in elements]) for name in names}
 
 
 def _json_safe(value: Any) -> Any:
@@ -193,7 +185,8 @@ def _check_target(path: Path, label: str) -> Path:
     return target
 
 
-def write_json(path: Path, document: Mapping[str, Any], *, label: str = "--out") -> None:
+def write_json(path: Path, document: Mapping[str, Any], *, label: str = "--out",
+               detailed: DetailedParts | None = None) -> None:
     """Write atomically and durably (temp file in the target's directory, fsync, rename), so an
     interrupted write never leaves half a file; the file is private (``0600``).
 
@@ -203,6 +196,7 @@ def write_json(path: Path, document: Mapping[str, Any], *, label: str = "--out")
         path: The file the user named.
         document: JSON-ready (no NaN or infinity).
         label: How messages name the path (the flag it came from).
+        detailed: Per-request arrays written during the run, appended to ``document``.
 
     Raises:
         InputFileError: ``path`` is not a regular file or a symlink to one, or its directory
@@ -210,9 +204,8 @@ def write_json(path: Path, document: Mapping[str, Any], *, label: str = "--out")
     """
     path = Path(path)
     target = _check_target(path, label)
-    data = (json.dumps(document, indent=2, allow_nan=False) + "\n").encode("utf-8")
     try:
-        atomic_write_bytes(target, data, mode=0o600)
+        atomic_write_chunks(target, _encoded(document, detailed), mode=0o600)
     except OSError as exc:
         raise InputFileError(f"{label} {path}: cannot write the result: "
                              f"{exc.strerror or exc}") from None
@@ -229,19 +222,28 @@ def check_writable(path: Path, *, label: str = "--out") -> None:
     _check_target(Path(path), label)
 
 
-def _save_fallback(document: Mapping[str, Any]) -> Path:
+def _encoded(document: Mapping[str, Any], detailed: DetailedParts | None) -> Iterator[bytes]:
+    """The file's bytes: the document, then the detailed parts when there are some."""
+    if detailed is not None:
+        yield from detailed.chunks(document)
+    else:
+        yield (json.dumps(document, indent=2, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _save_fallback(document: Mapping[str, Any], detailed: DetailedParts | None) -> Path:
     """A fresh file of its own in the temp directory (created exclusively: a link someone
     planted there under a guessable name is never followed)."""
     fd, name = tempfile.mkstemp(prefix="tunegate-result-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, allow_nan=False)
-        handle.write("\n")
+    with os.fdopen(fd, "wb") as handle:
+        for chunk in _encoded(document, detailed):
+            handle.write(chunk)
         handle.flush()
         os.fsync(handle.fileno())
     return Path(name)
 
 
-def write_result(path: Path, document: Mapping[str, Any]) -> Path:
+def write_result(path: Path, document: Mapping[str, Any],
+                 detailed: DetailedParts | None = None) -> Path:
     """Write a measured result; if ``path`` fails now, save it to a new file in the temp
     directory and say where: what was measured is never lost.
 
@@ -253,11 +255,11 @@ def write_result(path: Path, document: Mapping[str, Any]) -> Path:
             result was saved instead (or why that failed too).
     """
     try:
-        write_json(path, document)
+        write_json(path, document, detailed=detailed)
         return Path(path)
     except InputFileError as first:
         try:
-            fallback = _save_fallback(document)
+            fallback = _save_fallback(document, detailed)
         except OSError as exc:
             raise InputFileError(f"{first}; saving it to {tempfile.gettempdir()} failed too "
                                  f"({exc.strerror or exc}): the result is lost") from None
