@@ -122,8 +122,9 @@ def main() -> int:
     parser.add_argument("--detailed", action="store_true",
                         help="write --out FILE --save-detailed in every run")
     args = parser.parse_args()
-    virtual = _sizes(args.virtual or ("1000,4000" if args.quick else "5000,20000,80000"))
-    http = _sizes(args.http or ("1000,4000" if args.quick else "5000,20000"))
+    default = "1000,4000" if args.quick else None  # an empty list ("") skips that kind
+    virtual = _sizes(args.virtual if args.virtual is not None else default or "5000,20000,80000")
+    http = _sizes(args.http if args.http is not None else default or "5000,20000")
     out: dict[str, Any] = {"points": []}
     print(f"{'kind':8} {'requests':>9} {'peak RSS MiB':>13} {'wall s':>8} {'exit':>5}   "
           "RSS MiB at 25/50/75/95% of the run")
