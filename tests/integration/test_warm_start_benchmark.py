@@ -9,15 +9,15 @@ numbers (those are the benchmark's own question).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tunegate.testing import load_script
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +27,7 @@ BUDGET = 3
 
 def _benchmark() -> ModuleType:
     """``benchmarks/warm_start.py``, loaded by path (it is not a package)."""
-    spec = importlib.util.spec_from_file_location("warm_start", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCHMARK)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ bodies cut across many reads, and that the shapes ask for what their labels say.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,6 +18,7 @@ import pytest
 from tunegate.loadgen.client import ClientConfig, send_request, timing_trace_config
 from tunegate.loadgen.receipts import StampingConnector
 from tunegate.loadgen.records import RequestRecord
+from tunegate.testing import load_script
 from tunegate.workload.spec import RequestSpec
 
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "long_context.py"
@@ -27,12 +26,7 @@ PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "long_context.py"
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("long_context", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script(PATH)
 
 
 async def _send_all(bench: ModuleType, max_tokens: int, per_event: int,

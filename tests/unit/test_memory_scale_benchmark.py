@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tunegate.testing import load_script
 
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "memory_scale.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("memory_scale", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script(PATH)
 
 
 def test_growth_is_the_slope_from_the_smallest_to_the_largest_size(bench: ModuleType) -> None:

@@ -7,9 +7,7 @@ counts what it says it counts, not its figures.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 
 from tunegate.gauge import validate_records
 from tunegate.metrics import summarize
+from tunegate.testing import load_script
 from tunegate.workload import build_workload
 
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tuner_cost.py"
@@ -25,12 +24,7 @@ PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tuner_cost.py"
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tuner_cost", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script(PATH)
 
 
 @pytest.fixture(scope="module")

@@ -27,24 +27,19 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
 from tunegate.errors import SSEError
-from tunegate.loadgen.counts import TokenCounter, assign_counts, assign_reasoning_counts
+from tunegate.loadgen.client_config import ClientConfig, redact_url
+from tunegate.loadgen.counts import TokenCounter
 from tunegate.loadgen.limits import ResponseLimits
+from tunegate.loadgen.observation import Observation, handle_event
 from tunegate.loadgen.openai import (
-    ChunkView,
-    Endpoint,
     ProtocolViolation,
     build_payload,
-    endpoint_path,
-    read_chunk,
     read_whole_response,
 )
 from tunegate.loadgen.receipts import (
@@ -55,14 +50,10 @@ from tunegate.loadgen.receipts import (
     stamping_protocol,
 )
 from tunegate.loadgen.records import (
-    ANSWER,
-    BOTH,
-    REASONING,
     Outcome,
     RequestRecord,
 )
-from tunegate.loadgen.redact import mask_secrets
-from tunegate.loadgen.sse import SSEEvent, SSEParser
+from tunegate.loadgen.sse import SSEParser
 from tunegate.workload.spec import RequestSpec
 
 __all__ = [
@@ -85,191 +76,6 @@ several that closed at once: concurrency 4 against llama-server lost 1 request i
 with a single re-send."""
 
 
-def redact_url(url: str) -> str:
-    """The URL without any ``user:password@`` part, safe for files, logs and messages."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConfig:
-    """How to talk to the server under test.
-
-    Attributes:
-        base_url: Server root, e.g. ``http://127.0.0.1:8000`` (no ``/v1``).
-        model: Model name sent in each request.
-        endpoint: ``completions`` or ``chat``.
-        stream: Ask for SSE streaming. Off only to reproduce a broken gauge on purpose.
-        ignore_eos: Ask the server to generate exactly ``max_tokens``.
-        include_usage: Ask for the final usage chunk (``stream_options.include_usage``).
-        api_key: Sent as a bearer token; never printed (excluded from ``repr``).
-        request_timeout_s: Deadline of one request, connection to last byte.
-        extra_body: Extra JSON fields merged into every request body.
-        keep_text: Keep generated text in the records (``--save-detailed``).
-        run_id: Prefix of the ``X-Request-Id`` header, so server logs can be joined to records.
-    """
-
-    base_url: str
-    model: str
-    endpoint: Endpoint = "completions"
-    stream: bool = True
-    ignore_eos: bool = True
-    include_usage: bool = True
-    api_key: str | None = field(default=None, repr=False)
-    request_timeout_s: float = 300.0
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    keep_text: bool = False
-    run_id: str = "tunegate"
-
-    @property
-    def url(self) -> str:
-        return self.base_url.rstrip("/") + endpoint_path(self.endpoint)
-
-
-class _Observation:
-    """Mutable state of one request while it is in flight."""
-
-    def __init__(self, spec: RequestSpec, config: ClientConfig, t_issue_ns: int,
-                 limits: ResponseLimits | None = None) -> None:
-        self.spec = spec
-        self.config = config
-        self.limits = limits or ResponseLimits.for_request(
-            {"max_tokens": spec.max_tokens, **config.extra_body}, len(spec.prompt.encode()))
-        self.t_issue_ns = t_issue_ns
-        self.t_send_ns = t_issue_ns  # refined by the trace hooks when the bytes go out
-        self.body_started = False
-        self.connection_retries = 0
-        self.t_end_ns: int | None = None
-        self.outcome: Outcome | None = None
-        self.error: str | None = None
-        self.http_status: int | None = None
-        self.response_streamed: bool | None = None
-        self.content_times_ns: list[int] = []
-        self.content_chars: list[int] = []
-        self.content_kinds: list[str] = []
-        self.pieces: list[str] = []
-        self.reasoning_pieces: list[str] = []
-        self.answer_pieces: list[str] = []
-        self.finish_reason: str | None = None
-        self.prompt_tokens: int | None = None
-        self.completion_tokens: int | None = None
-        self.reasoning_tokens: int | None = None
-        self.done = False
-
-    def masked(self, text: str, *, cut: bool = False) -> str:
-        """Server text with the API key masked: a server may echo the ``Authorization``
-        header, and records reach ``--out`` files and the console. Mask *before* shortening,
-        so a shortened text never keeps half a key."""
-        return mask_secrets(text, [self.config.api_key], cut=cut)
-
-    def fail(self, outcome: Outcome, error: str, t_ns: int | None = None) -> None:
-        """Record the first failure; later ones, and any after ``[DONE]``, change nothing."""
-        if self.outcome is None and not self.done:
-            self.outcome = outcome
-            self.error = self.masked(error)
-            self.t_end_ns = t_ns if t_ns is not None else time.monotonic_ns()
-
-    def absorb(self, view: ChunkView, t_ns: int) -> None:
-        """Fold one chunk's information in; ``t_ns`` is its receipt time."""
-        if view.error is not None:
-            self.fail(Outcome.SERVER_ERROR, f"in-band error: {view.error}", t_ns)
-            return
-        impossible = self.limits.usage_violation(view)
-        if impossible is not None:
-            self.fail(Outcome.PROTOCOL_ERROR, impossible, t_ns)
-            return
-        if view.text:
-            self.content_times_ns.append(t_ns)
-            self.content_chars.append(len(view.text))
-            self.pieces.append(view.text)
-            if view.reasoning:
-                self.reasoning_pieces.append(view.reasoning)
-            if view.answer:
-                self.answer_pieces.append(view.answer)
-            self.content_kinds.append(
-                (BOTH if view.answer else REASONING) if view.reasoning else ANSWER)
-        if view.finish_reason is not None:
-            self.finish_reason = view.finish_reason
-        if view.prompt_tokens is not None:
-            self.prompt_tokens = view.prompt_tokens
-        if view.completion_tokens is not None:
-            self.completion_tokens = view.completion_tokens
-        if view.reasoning_tokens is not None:
-            self.reasoning_tokens = view.reasoning_tokens
-
-    def _first_answer_ns(self) -> int | None:
-        return next((t for t, kind in zip(self.content_times_ns, self.content_kinds, strict=True)
-                     if kind != REASONING), None)
-
-    def to_record(self, count_tokens: TokenCounter | None) -> RequestRecord:
-        text = "".join(self.pieces)
-        kinds = "".join(self.content_kinds)
-        record = RequestRecord(
-            index=self.spec.index,
-            warmup=self.spec.warmup,
-            outcome=self.outcome or Outcome.COMPLETE,
-            streamed=self.config.stream,
-            t_send_ns=self.t_send_ns,
-            t_issue_ns=self.t_issue_ns,
-            t_end_ns=self.t_end_ns if self.t_end_ns is not None else time.monotonic_ns(),
-            t_first_ns=self.content_times_ns[0] if self.content_times_ns else None,
-            t_last_ns=self.content_times_ns[-1] if self.content_times_ns else None,
-            content_times_ns=self.content_times_ns,
-            content_chars=self.content_chars,
-            content_kinds=kinds if REASONING in kinds or BOTH in kinds else "",
-            t_first_answer_ns=self._first_answer_ns(),
-            usage_prompt_tokens=self.prompt_tokens,
-            usage_completion_tokens=self.completion_tokens,
-            usage_reasoning_tokens=self.reasoning_tokens,
-            requested_max_tokens=self.spec.max_tokens,
-            ignore_eos=self.config.ignore_eos,
-            http_status=self.http_status,
-            finish_reason=self.finish_reason,
-            error=self.error,
-            response_streamed=self.response_streamed,
-            connection_retries=self.connection_retries,
-            generated_text=self.masked(text) if self.config.keep_text else None,
-        )
-        assign_counts(record, self.spec, text, count_tokens, self.config.endpoint)
-        assign_reasoning_counts(record, "".join(self.reasoning_pieces),
-                                 "".join(self.answer_pieces), count_tokens)
-        return record
-
-
-def _handle_event(obs: _Observation, event: SSEEvent) -> None:
-    """Apply one dispatched SSE event to the observation."""
-    if obs.done or obs.outcome is not None:
-        return
-    if event.event == "error":
-        obs.fail(Outcome.SERVER_ERROR, f"event: error: {obs.masked(event.data)[:500]}",
-                 event.t_ns)
-        return
-    if event.invalid_utf8:
-        obs.fail(Outcome.PROTOCOL_ERROR, "event holds bytes that are not UTF-8 (an SSE stream "
-                 f"is UTF-8 text): {obs.masked(event.data)[:200]!r}", event.t_ns)
-        return
-    if event.event != "message":
-        return  # other event types carry no OpenAI payload
-    data = event.data.strip()
-    if data == "[DONE]":
-        obs.done = True
-        obs.t_end_ns = event.t_ns
-        return
-    if not data:
-        return
-    try:
-        view = read_chunk(json.loads(data), obs.config.endpoint)
-    except (ValueError, RecursionError, ProtocolViolation) as exc:  # nesting past the stack
-        obs.fail(Outcome.PROTOCOL_ERROR,
-                 f"unreadable chunk ({exc}): {obs.masked(data)[:200]!r}", event.t_ns)
-        return
-    obs.absorb(view, event.t_ns)
-
-
 class _StreamFeed:
     """Reads one SSE response: parses each piece with its receipt time, applies the events.
 
@@ -279,7 +85,7 @@ class _StreamFeed:
     reads them (``iter_any``) and stamps them when it runs.
     """
 
-    def __init__(self, response: aiohttp.ClientResponse, obs: _Observation) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, obs: Observation) -> None:
         self.response = response
         self.obs = obs
         self.parser = SSEParser()
@@ -294,7 +100,7 @@ class _StreamFeed:
             events = parser.feed(piece, t_ns)
             over = parser.events_dispatched - limits.max_events
             for event in events[: len(events) - over] if over > 0 else events:
-                _handle_event(obs, event)
+                handle_event(obs, event)
             if over > 0:
                 obs.fail(Outcome.PROTOCOL_ERROR, limits.events_exceeded(), t_ns)
             elif parser.bytes_fed > limits.max_bytes:
@@ -348,7 +154,7 @@ class _StreamFeed:
         self.end_of_body()
 
 
-async def _consume_stream(response: aiohttp.ClientResponse, obs: _Observation) -> None:
+async def _consume_stream(response: aiohttp.ClientResponse, obs: Observation) -> None:
     obs.response_streamed = True
     stream = _StreamFeed(response, obs)
     protocol = stamping_protocol(response)
@@ -383,7 +189,7 @@ async def _drain(response: aiohttp.ClientResponse) -> None:
         await asyncio.wait_for(bounded(), timeout=0.1)
 
 
-async def _read_body(response: aiohttp.ClientResponse, obs: _Observation) -> bytes | None:
+async def _read_body(response: aiohttp.ClientResponse, obs: Observation) -> bytes | None:
     """The whole body, or ``None`` (and a protocol_error) past the response byte bound."""
     parts: list[bytes] = []
     size = 0
@@ -396,7 +202,7 @@ async def _read_body(response: aiohttp.ClientResponse, obs: _Observation) -> byt
     return b"".join(parts)
 
 
-async def _consume_body(response: aiohttp.ClientResponse, obs: _Observation) -> None:
+async def _consume_body(response: aiohttp.ClientResponse, obs: Observation) -> None:
     """A whole JSON body: the server did not stream (asked not to, or ignored the request)."""
     obs.response_streamed = False
     raw = await _read_body(response, obs)
@@ -415,7 +221,7 @@ async def _consume_body(response: aiohttp.ClientResponse, obs: _Observation) -> 
         obs.t_end_ns = t_ns
 
 
-async def _error_body(response: aiohttp.ClientResponse, obs: _Observation) -> str:
+async def _error_body(response: aiohttp.ClientResponse, obs: Observation) -> str:
     """The error message of a non-200 answer, API key masked (the body may echo it).
 
     One read: what has arrived, up to :data:`_MAX_ERROR_BODY` bytes. Unless that is the whole
@@ -440,7 +246,7 @@ async def _on_headers_sent(
     params: aiohttp.TraceRequestHeadersSentParams,
 ) -> None:
     obs = context.trace_request_ctx
-    if isinstance(obs, _Observation):
+    if isinstance(obs, Observation):
         obs.t_send_ns = time.monotonic_ns()
         obs.body_started = False
 
@@ -451,7 +257,7 @@ async def _on_chunk_sent(
     params: aiohttp.TraceRequestChunkSentParams,
 ) -> None:
     obs = context.trace_request_ctx
-    if isinstance(obs, _Observation) and not obs.body_started:
+    if isinstance(obs, Observation) and not obs.body_started:
         obs.t_send_ns = time.monotonic_ns()  # headers and first chunk leave together now
         obs.body_started = True
 
@@ -491,7 +297,7 @@ async def _exchange(
     config: ClientConfig,
     body: bytes,
     headers: dict[str, str],
-    obs: _Observation,
+    obs: Observation,
 ) -> None:
     """One HTTP exchange: post, then read the status, the stream or the body."""
     async with session.post(
@@ -557,7 +363,7 @@ async def send_request(
     prepared = prepared or prepare_request(spec, config)
     body = prepared.body
     headers = _headers(config, spec)
-    obs = _Observation(spec, config, time.monotonic_ns(), prepared.limits)
+    obs = Observation(spec, config, time.monotonic_ns(), prepared.limits)
     deadline = time.monotonic() + config.request_timeout_s
     for attempt in range(_STALE_CONNECTION_RETRIES + 1):
         try:

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from tunegate.testing.records import make_record, token_times
+from tunegate.testing.scripts import load_script
 
-__all__ = ["make_record", "token_times"]
+__all__ = ["load_script", "make_record", "token_times"]

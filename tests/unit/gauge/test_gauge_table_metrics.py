@@ -8,9 +8,7 @@ the checks read must then be what the gauge finds with the summary it computes i
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
@@ -21,21 +19,14 @@ import pytest
 from tunegate.gauge import RunContext, summary_from_metrics, validate_records
 from tunegate.gauge.from_records import dataset_from_records
 from tunegate.metrics import summarize
+from tunegate.testing import load_script
 
 HERE = Path(__file__).resolve().parent
 
 
 def _cases() -> ModuleType:
     """The record sets of the equivalence test (one definition of them)."""
-    name = "gauge_table_equivalence_cases"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / "test_gauge_table_equivalence.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HERE / "test_gauge_table_equivalence.py", "gauge_table_equivalence_cases")
 
 
 CASES = [c for c in _cases().RECORD_CASES if c != "empty"]

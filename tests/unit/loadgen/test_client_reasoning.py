@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tunegate.loadgen.client import ClientConfig, TokenCounter, _Observation
+from tunegate.loadgen.client import ClientConfig, TokenCounter
+from tunegate.loadgen.observation import Observation
 from tunegate.loadgen.openai import Endpoint, read_chunk
 from tunegate.loadgen.records import CountSource, RequestRecord
 from tunegate.workload.spec import RequestSpec
@@ -29,7 +30,7 @@ def _record(chunks: Sequence[dict[str, Any]], counter: TokenCounter | None = Non
             endpoint: Endpoint = "chat") -> RequestRecord:
     """Chunk ``i`` arrives at ``(i + 1) * 10`` ms after a send at 0."""
     config = ClientConfig(base_url="http://127.0.0.1:1", model="m", endpoint=endpoint)
-    obs = _Observation(RequestSpec(index=0, prompt="p", max_tokens=64), config, 0)
+    obs = Observation(RequestSpec(index=0, prompt="p", max_tokens=64), config, 0)
     for i, chunk in enumerate(chunks):
         obs.absorb(read_chunk(chunk, config.endpoint), (i + 1) * 10 * MS)
     obs.done = True

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tunegate.loadgen.client import ClientConfig, _handle_event, _Observation
+from tunegate.loadgen.client import ClientConfig
 from tunegate.loadgen.limits import ResponseLimits
+from tunegate.loadgen.observation import Observation, handle_event
 from tunegate.loadgen.openai import ProtocolViolation, read_chunk, read_whole_response
 from tunegate.loadgen.records import Outcome
 from tunegate.loadgen.sse import SSEEvent, SSEParser
@@ -84,9 +85,9 @@ def test_an_error_object_stays_a_server_error_beside_a_negative_count() -> None:
     assert view.error == "overloaded" and view.prompt_tokens is None
 
 
-def _observation(max_tokens: int = 4, **extra: Any) -> _Observation:
+def _observation(max_tokens: int = 4, **extra: Any) -> Observation:
     config = ClientConfig(base_url="http://127.0.0.1:1", model="m", extra_body=extra)
-    return _Observation(RequestSpec(index=0, prompt="p", max_tokens=max_tokens), config, 0)
+    return Observation(RequestSpec(index=0, prompt="p", max_tokens=max_tokens), config, 0)
 
 
 @pytest.mark.parametrize(
@@ -171,7 +172,7 @@ def test_the_parser_counts_bytes_and_events_fed() -> None:
 
 def test_the_client_ends_a_flagged_event_as_a_protocol_error_not_a_success() -> None:
     obs = _observation()
-    _handle_event(obs, SSEEvent("message", '{"choices": [{"text": "a\ufffdb"}]}', None, None,
+    handle_event(obs, SSEEvent("message", '{"choices": [{"text": "a\ufffdb"}]}', None, None,
                                 5 * MS, invalid_utf8=True))
     assert obs.outcome is Outcome.PROTOCOL_ERROR
     assert "not UTF-8" in (obs.error or "")
@@ -179,5 +180,5 @@ def test_the_client_ends_a_flagged_event_as_a_protocol_error_not_a_success() -> 
 
 def test_json_nested_past_the_stack_in_one_event_is_a_protocol_error() -> None:
     obs = _observation()
-    _handle_event(obs, SSEEvent("message", "[" * 100_000 + "]" * 100_000, None, None, MS))
+    handle_event(obs, SSEEvent("message", "[" * 100_000 + "]" * 100_000, None, None, MS))
     assert obs.outcome is Outcome.PROTOCOL_ERROR
