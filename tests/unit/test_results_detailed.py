@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import random
 
 from tunegate.loadgen.records import Outcome
@@ -48,3 +50,19 @@ def test_a_run_without_requests_still_writes_valid_json() -> None:
     with DetailedParts() as parts:
         document = json.loads(b"".join(parts.chunks({"completed": 0})))
     assert document["records"] == [] and document["itls"] == [] and document["completed"] == 0
+
+
+def test_a_full_disk_stops_the_parts_and_says_why_never_the_run() -> None:
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def close(self) -> None:
+            pass
+
+    with DetailedParts() as parts:
+        parts.add(make_record(index=0, times_ns=token_times(5, 1, 3)))
+        parts._files["itls"] = Full()  # type: ignore[assignment]
+        parts.add(make_record(index=1, times_ns=token_times(5, 1, 3)))  # does not raise
+        parts.add(make_record(index=2, times_ns=token_times(5, 1, 3)))
+        assert parts.failure is not None and "No space left on device" in parts.failure

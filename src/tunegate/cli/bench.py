@@ -260,6 +260,11 @@ def run(argv: Sequence[str]) -> int:
           as tick, DetailedParts() if streamed else contextlib.nullcontext() as parts):
         result = bench(options, progress=_each(tick, parts))
         document = result.to_json(save_detailed=args.save_detailed and not streamed)
+        if parts is not None and parts.failure is not None:
+            console.print(f"[yellow]--save-detailed: the per-request arrays could not be kept "
+                          f"({parts.failure}); {args.out} holds the summary and the verdict "
+                          "without them[/]")
+            parts = None
         if args.out is not None:
             write_result(args.out, document, parts)
     page = None

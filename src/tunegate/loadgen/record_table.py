@@ -22,6 +22,8 @@ Rows are in the order they were added (completion order during a run), not by re
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Final
@@ -114,6 +116,42 @@ def _row(record: RequestRecord, itl_negative: bool) -> tuple[Any, ...]:
     )
 
 
+def _temporary_file(prefix: str) -> IO[bytes] | None:
+    """An anonymous temporary file, or ``None`` when none can be made (no writable directory)."""
+    try:
+        # Unbuffered, so a failed write leaves nothing pending; held open for the owner's life
+        # and closed by its close(): no with-block fits.
+        return tempfile.TemporaryFile(prefix=prefix, buffering=0)
+    except OSError:
+        return None
+
+
+def _append(handle: IO[bytes], data: bytes) -> bool:
+    """Append ``data`` whole, or leave the file as it was and say so (disk full...)."""
+    end = handle.seek(0, 2)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[handle.write(view) or 0:]
+    except OSError:
+        with contextlib.suppress(OSError):
+            handle.truncate(end)
+        return False
+    return True
+
+
+def _read(handle: IO[bytes], size: int) -> bytes:
+    """``size`` bytes from the current position (an unbuffered read may return fewer)."""
+    parts = []
+    while size:
+        part = handle.read(size)
+        if not part:
+            raise OSError("a temporary file of a record table ended early")
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
 class GapStore:
     """Inter-token gaps (int64 ns) pooled over requests: in memory, then in a temporary file.
 
@@ -128,6 +166,9 @@ class GapStore:
         self._file: IO[bytes] | None = None
         self.count = 0
         """Gaps stored."""
+        self.spill_error = False
+        """The temporary file could not be written (disk full...): the gaps stay in memory, so
+        nothing measured is lost, at 8 bytes a gap."""
 
     def add(self, gaps: np.ndarray) -> None:
         """Append int64 gaps."""
@@ -140,11 +181,14 @@ class GapStore:
             self._spill()
 
     def _spill(self) -> None:
+        data = np.concatenate(self._pending).astype(np.int64, copy=False).tobytes()
         if self._file is None:
-            # Held open for the table's life and closed by close(): no with-block fits.
-            self._file = tempfile.TemporaryFile(prefix="tunegate-gaps-")  # noqa: SIM115
-        self._file.seek(0, 2)
-        self._file.write(np.concatenate(self._pending).astype(np.int64, copy=False).tobytes())
+            self._file = _temporary_file("tunegate-gaps-")
+        if self._file is None or not _append(self._file, data):
+            # A full or unwritable temporary directory: the gaps stay in memory, all of them.
+            self._in_memory = sys.maxsize
+            self.spill_error = True
+            return
         self._pending, self._pending_values = [], 0
 
     @property
@@ -155,15 +199,12 @@ class GapStore:
     def chunks(self, values: int = _READ_VALUES) -> Iterator[np.ndarray]:
         """Every gap, in order of addition, as int64 arrays of at most ``values`` each."""
         if self._file is not None:
-            self._file.flush()
             self._file.seek(0)
             left = self.count - self._pending_values  # gaps in the file
             while left:  # read() sizes its buffer by the request: ask only for what is there
-                block = self._file.read(min(left, values) * 8)
-                if not block:
-                    raise OSError("a gap store's file ended before its gaps")
-                left -= len(block) // 8
-                yield np.frombuffer(block, dtype=np.int64)
+                take = min(left, values)
+                left -= take
+                yield np.frombuffer(_read(self._file, take * 8), dtype=np.int64)
         for part in self._pending:
             for start in range(0, len(part), values):
                 yield part[start:start + values]
@@ -198,6 +239,8 @@ class RecordTable:
         self._rows: list[tuple[Any, ...]] = []
         self._tail: np.ndarray | None = None
         self._file: IO[bytes] | None = None
+        self._in_file = 0
+        self._held: list[np.ndarray] = []  # sealed blocks the file could not take
         self._length = 0
         self._pool_gaps = pool_gaps
         self.gaps = GapStore()
@@ -236,13 +279,17 @@ class RecordTable:
             self.add(record)
 
     def _seal(self) -> None:
-        """Move the rows in memory to the file."""
-        if self._file is None:
-            # Held open for the table's life and closed by close(): no with-block fits.
-            self._file = tempfile.TemporaryFile(prefix="tunegate-rows-")  # noqa: SIM115
-        self._file.seek(0, 2)
-        self._file.write(np.array(self._rows, dtype=COLUMNS).tobytes())
+        """Move the rows in memory to the file; if it cannot be written (disk full, no
+        temporary directory), keep them in memory as a block: nothing measured is lost."""
+        block = np.array(self._rows, dtype=COLUMNS)
         self._rows, self._tail = [], None
+        if not self._held:  # once a block is held, later ones follow it: the order stays
+            if self._file is None:
+                self._file = _temporary_file("tunegate-rows-")
+            if self._file is not None and _append(self._file, block.tobytes()):
+                self._in_file += len(block)
+                return
+        self._held.append(block)
 
     def __len__(self) -> int:
         return self._length
@@ -255,16 +302,14 @@ class RecordTable:
     def blocks(self) -> Iterator[np.ndarray]:
         """Every row, in order of addition, as structured arrays of :data:`COLUMNS`."""
         if self._file is not None:
-            self._file.flush()
             self._file.seek(0)
-            left = self._length - len(self._rows)  # rows in the file
+            left = self._in_file
             while left:  # read() sizes its buffer by the request: ask only for what is there
-                block = self._file.read(min(left, _READ_ROWS) * COLUMNS.itemsize)
-                if not block:
-                    raise OSError("a record table's file ended before its rows")
-                left -= len(block) // COLUMNS.itemsize
-                yield np.frombuffer(block, dtype=COLUMNS)
+                take = min(left, _READ_ROWS)
+                left -= take
+                yield np.frombuffer(_read(self._file, take * COLUMNS.itemsize), dtype=COLUMNS)
             self._file.seek(0, 2)
+        yield from self._held
         if self._rows:
             if self._tail is None:
                 self._tail = np.array(self._rows, dtype=COLUMNS)
@@ -293,7 +338,7 @@ class RecordTable:
         if self._file is not None:
             self._file.close()
             self._file = None
-        self._rows, self._tail, self._length = [], None, 0
+        self._rows, self._tail, self._length, self._in_file, self._held = [], None, 0, 0, []
         self.errors = {}
         self.gaps.close()
 

@@ -63,6 +63,9 @@ class DetailedParts:
         self._counts: dict[str, int] = {}
         self.reasoned = False
         """Whether a measured request reasoned (the reasoning arrays are then written)."""
+        self.failure: str | None = None
+        """Why the parts could not be kept (a full temporary directory...): the run goes on,
+        and the result is written without its detailed arrays."""
         for name in (*ARRAYS, *REASONING_ARRAYS):
             # Held open until close(): one file per array for the whole run.
             self._files[name] = tempfile.TemporaryFile(prefix="tunegate-detailed-")  # noqa: SIM115
@@ -75,14 +78,21 @@ class DetailedParts:
         self._counts[name] += 1
 
     def add(self, record: RequestRecord) -> None:
-        """Write one record (and, unless it is warm-up, its elements of the arrays)."""
-        self._append("records", record.to_dict())
-        if record.warmup:
+        """Write one record (and, unless it is warm-up, its elements of the arrays). A write
+        that fails (disk full) stops the parts, never the run: see :attr:`failure`."""
+        if self.failure is not None:
             return
-        self.reasoned = self.reasoned or record.reasoning_streamed \
-            or bool(record.usage_reasoning_tokens)
-        for name, value in measured_elements(record).items():
-            self._append(name, value)
+        try:
+            self._append("records", record.to_dict())
+            if record.warmup:
+                return
+            self.reasoned = self.reasoned or record.reasoning_streamed \
+                or bool(record.usage_reasoning_tokens)
+            for name, value in measured_elements(record).items():
+                self._append(name, value)
+        except OSError as exc:
+            self.failure = f"{exc.strerror or exc} in {tempfile.gettempdir()}"
+            self.close()
 
     def __len__(self) -> int:
         """Records written."""

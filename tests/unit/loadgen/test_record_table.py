@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 
 import numpy as np
+import pytest
 
-from tunegate.loadgen.record_table import NO_COUNT, NO_TIME, OUTCOMES, SOURCES, RecordTable
+from tunegate.loadgen import record_table
+from tunegate.loadgen.record_table import (
+    NO_COUNT,
+    NO_TIME,
+    OUTCOMES,
+    SOURCES,
+    GapStore,
+    RecordTable,
+)
 from tunegate.loadgen.records import CountSource, Outcome
 from tunegate.testing import make_record, token_times
 
@@ -59,3 +70,44 @@ def test_rows_added_after_reading_are_seen_by_the_next_read() -> None:
     assert table.column("index")[-1] == 4999
     table.add(make_record(index=5000, times_ns=[1, 2]))
     assert table.column("index").tolist() == list(range(5001))
+
+
+class _SmallDisk:
+    """An unbuffered temporary file on a disk that is full after ``budget`` bytes: the write
+    that crosses it writes what fits and then fails, as a real full disk does."""
+
+    def __init__(self, budget: int) -> None:
+        self.file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - closed by the table
+        self.budget = budget
+
+    def write(self, data: memoryview) -> int:
+        room = self.budget - self.file.seek(0, 2)
+        if room < len(data):
+            self.file.write(data[:max(room, 0)])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return int(self.file.write(data) or 0)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.file, name)
+
+
+def test_a_full_temporary_disk_keeps_every_row_in_memory_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(record_table, "_temporary_file", lambda prefix: _SmallDisk(
+        budget=int(1.5 * 4096 * record_table.COLUMNS.itemsize)))  # one block fits, not two
+    table = RecordTable()
+    for i in range(3 * 4096 + 10):
+        table.add(make_record(index=i, times_ns=[1, 2]))
+    assert table.column("index").tolist() == list(range(3 * 4096 + 10))
+    assert table.on_disk  # the first block is in the file, the rest in memory after it
+
+
+def test_gaps_that_no_file_takes_stay_in_memory() -> None:
+    store = GapStore(in_memory=4)
+    store._file = _SmallDisk(budget=8 * 6)  # type: ignore[assignment]
+    for start in range(0, 20, 5):
+        store.add(np.arange(start, start + 5, dtype=np.int64))
+    assert store.spill_error
+    assert store.array().tolist() == list(range(20))
+    store.close()
