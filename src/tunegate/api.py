@@ -10,8 +10,8 @@ import contextlib
 import functools
 import math
 import uuid
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import pydantic
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from tunegate.errors import ConfigError
 from tunegate.fingerprint import Target, take_fingerprint
 from tunegate.gauge import RooflineLimits, summary_from_metrics, validate_record_table
+from tunegate.gauge.findings import Severity
 from tunegate.loadgen.client import ClientConfig, TokenCounter
 from tunegate.loadgen.lag import LagSummary
 from tunegate.loadgen.probe import discover_model
@@ -34,7 +35,11 @@ from tunegate.metrics.summary import summarize_table
 from tunegate.results import BenchResult, redact_url
 from tunegate.workload import Workload, WorkloadConfig, build_workload, load_tokenizer
 
-__all__ = ["BenchOptions", "TargetOptions", "bench", "benchmark_settings", "build_bench_workload"]
+if TYPE_CHECKING:  # imported where used: the capacity search loads SciPy, bench does not
+    from tunegate.capacity import CapacityPlan, CapacityResult, Probe, ProbeRun
+
+__all__ = ["BenchOptions", "BenchProbes", "TargetOptions", "bench", "benchmark_settings",
+           "build_bench_workload", "capacity"]
 
 MAX_PERCENTILES = 20
 """Most distinct percentiles one benchmark reports."""
@@ -187,7 +192,8 @@ def build_bench_workload(options: BenchOptions) -> Workload:
 
 
 def _run_simulated(options: BenchOptions, workload: Workload, table: RecordTable,
-                   progress: ProgressCallback | None) -> tuple[RunResult, dict[str, Any]]:
+                   progress: ProgressCallback | None, stop_when: Callable[[], bool] | None
+                   ) -> tuple[RunResult, dict[str, Any]]:
     """The simulator's run; every record goes to ``table`` and ``progress`` as it ends (and
     is kept in the result only with ``options.keep_records``)."""
     from tunegate.servers.simulator import run_virtual  # the API is where stages meet
@@ -205,7 +211,7 @@ def _run_simulated(options: BenchOptions, workload: Workload, table: RecordTable
 
     virtual = run_virtual(
         workload, options.sim, dict(options.engine_args), stream=options.target.stream,
-        seed=sim_seed, sink=ended,
+        seed=sim_seed, sink=ended, stop_when=stop_when,
     )
     kept.sort(key=lambda r: r.index)
     sends, ends = table.column("t_send_ns"), table.column("t_end_ns")
@@ -215,6 +221,7 @@ def _run_simulated(options: BenchOptions, workload: Workload, table: RecordTable
         ended_ns=int(ends.max()) if len(table) else 0,
         lag=LagSummary.empty(),
         ended=len(table),
+        not_sent=len(workload.requests) - len(table),
     )
     meta = {"backend": "tunegate-sim", "model_id": f"sim:{options.sim}",
             "base_url": None, "sim_scenario": options.sim,
@@ -254,12 +261,15 @@ def _fingerprint(fp_target: Target, workload: Workload, target: TargetOptions) -
     return taken.to_json()
 
 
-def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) -> BenchResult:
+def bench(options: BenchOptions, *, progress: ProgressCallback | None = None,
+          stop_when: Callable[[], bool] | None = None) -> BenchResult:
     """Run one benchmark and validate it.
 
     The result always carries what was measured, even when interrupted; ``result.validation``
     says whether the numbers can be trusted. Its metadata holds the environment's
     ``fingerprint`` (:mod:`tunegate.fingerprint`), taken before any load is sent.
+    ``stop_when``, asked after each record reaches ``progress``, ends the run early when it
+    returns true (nothing more is sent; see :func:`~tunegate.loadgen.workers.run_workload`).
 
     Raises:
         UsageError: Bad options, unreadable files, unreachable server (before anything is sent).
@@ -267,16 +277,17 @@ def bench(options: BenchOptions, *, progress: ProgressCallback | None = None) ->
     slos = parse_slos(options.goodput) if options.goodput else None
     workload = build_bench_workload(options)
     with RecordTable() as table:
-        return _bench(options, workload, slos, table, progress)
+        return _bench(options, workload, slos, table, progress, stop_when)
 
 
 def _bench(options: BenchOptions, workload: Workload, slos: Slos | None, table: RecordTable,
-           progress: ProgressCallback | None) -> BenchResult:
+           progress: ProgressCallback | None, stop_when: Callable[[], bool] | None
+           ) -> BenchResult:
     target = options.target
     if options.sim is not None:
         fingerprint = _fingerprint(Target("simulator-virtual", scenario=options.sim),
                                    workload, target)
-        run, meta = _run_simulated(options, workload, table, progress)
+        run, meta = _run_simulated(options, workload, table, progress, stop_when)
     else:
         api_key = target.api_key.get_secret_value() if target.api_key else None
         model = target.model or discover_model(target.url, api_key)
@@ -303,7 +314,7 @@ def _bench(options: BenchOptions, workload: Workload, slos: Slos | None, table: 
                 workload, config, workers=options.workers,
                 counter_factory=functools.partial(_counter, spec) if spec else None,
                 progress=ended, duration_s=options.duration_s,
-                keep_records=options.keep_records,
+                keep_records=options.keep_records, stop_when=stop_when,
             )
         meta = {"backend": "openai-chat" if target.endpoint == "chat" else "openai",
                 "model_id": model, "base_url": redact_url(target.url)}
@@ -344,3 +355,116 @@ def options_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
     from tunegate.workload import format_validation_error
 
     return ConfigError(format_validation_error(exc, source=source))
+
+
+ANCHOR_REQUESTS = 200
+"""Most requests of a capacity search's anchor burst."""
+
+
+def _server_died(records: list[RequestRecord]) -> bool:
+    """The last requests to end all failed without an HTTP answer (refused, reset): the
+    server, not the request, is the problem."""
+    last = sorted(records, key=lambda r: r.t_end_ns)[-5:]
+    return len(last) == 5 and all(not r.outcome.is_success and r.http_status is None
+                                  for r in last)
+
+
+class BenchProbes:
+    """A :class:`~tunegate.capacity.probe.ProbeSource` running each probe through
+    :func:`bench`: the simulator (``options.sim``, a fresh virtual engine per probe, its noise
+    seeded by the probe's seed) or the server at ``options.target.url``; every probe is
+    validated by the gauge as a benchmark is."""
+
+    def __init__(self, options: BenchOptions) -> None:
+        self.options = options
+        self.description = (f"sim:{options.sim}" if options.sim is not None
+                            else redact_url(options.target.url))
+
+    def _options(self, workload: dict[str, Any], seed: int) -> BenchOptions:
+        config = self.options.workload.model_dump(exclude={"concurrency", "request_rate"})
+        config.update(workload, seed=seed)
+        if config.get("request_rate") is None:
+            config.pop("arrival", None)
+        return self.options.model_copy(update={
+            "workload": WorkloadConfig(**config), "keep_records": True, "sim_seed": seed,
+            "goodput": ()})
+
+    def _run(self, options: BenchOptions, stop_when: Callable[[], bool] | None,
+             progress: ProgressCallback | None) -> ProbeRun:
+        from tunegate.capacity import ProbeRun  # the API is where stages meet
+
+        stopped = False
+
+        def watch() -> bool:
+            nonlocal stopped
+            stopped = stopped or (stop_when is not None and stop_when())
+            return stopped
+
+        result = bench(options, progress=progress, stop_when=watch)
+        findings = tuple(f"{f.code}: {f.message}" for f in result.validation.findings
+                         if f.severity is Severity.ERROR)
+        return ProbeRun(
+            records=result.records, valid=result.validation.valid, findings=findings,
+            benchmark_s=max(result.run.ended_ns - result.run.started_ns, 0) / 1e9,
+            summary=result.summary, stopped=stopped, server_died=_server_died(result.records),
+            interrupted=result.run.interrupted)
+
+    def run(self, load: float, plan: CapacityPlan, seed: int, stop_when: Callable[[], bool],
+            progress: Callable[[RequestRecord], None]) -> ProbeRun:
+        knob = ({"request_rate": load} if plan.by == "rate"
+                else {"concurrency": round(load)})
+        requests, warmup = plan.probe_size(load)
+        workload = {**knob, "num_requests": requests, "num_warmup": warmup}
+        return self._run(self._options(workload, seed), stop_when, progress)
+
+    def anchor(self, plan: CapacityPlan, seed: int) -> ProbeRun:
+        workload = {"request_rate": math.inf, "num_warmup": 0,
+                    "num_requests": min(plan.probe_requests, ANCHOR_REQUESTS)}
+        return self._run(self._options(workload, seed), None, None)
+
+    def check(self, plan: CapacityPlan) -> None:
+        """Build the workloads of probes at ``plan``'s lowest and highest loads, so a range
+        ``bench`` cannot run is refused before the first probe, naming the flag."""
+        for flag, load in (("--min-load", plan.min_load), ("--max-load", plan.max_load)):
+            requests, warmup = plan.probe_size(load)
+            knob = ({"request_rate": load} if plan.by == "rate"
+                    else {"concurrency": round(load)})
+            try:
+                self._options({**knob, "num_requests": requests, "num_warmup": warmup},
+                              plan.seed)
+            except pydantic.ValidationError as exc:
+                why = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ")
+                                for e in exc.errors())
+                raise ConfigError(f"{flag} {load:g}: a probe there would be {requests} "
+                                  f"requests ({warmup} warm-up) at {load:g} {plan.unit}, "
+                                  f"which a benchmark refuses: {why}") from None
+
+    def alive(self) -> bool:
+        if self.options.sim is not None:
+            return True  # each probe starts a fresh virtual engine
+        from tunegate.errors import UsageError
+        from tunegate.loadgen.probe import check_reachable
+
+        key = self.options.target.api_key
+        try:
+            check_reachable(self.options.target.url,
+                            key.get_secret_value() if key else None, timeout_s=5.0)
+        except UsageError:
+            return False
+        return True
+
+
+def capacity(options: BenchOptions, plan: CapacityPlan, *,
+             on_probe: Callable[[Probe], None] | None = None) -> CapacityResult:
+    """The largest load ``options``' server (or simulator) takes while meeting ``plan``'s
+    targets: a :class:`~tunegate.capacity.CapacityResult` (see :mod:`tunegate.capacity`).
+
+    Raises:
+        ConfigError: A probe at the range's ends would be a workload ``bench`` refuses (more
+            streams, requests or requests/s than it allows), found before anything is sent.
+    """
+    from tunegate.capacity import find_capacity
+
+    source = BenchProbes(options)
+    source.check(plan)
+    return find_capacity(source, plan, on_probe=on_probe)

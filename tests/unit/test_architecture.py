@@ -17,8 +17,8 @@ import tunegate
 
 PACKAGE = Path(tunegate.__file__).parent
 ORDER = ["errors", "files", "database", "workload", "loadgen", "metrics", "gauge", "stats",
-         "search", "servers", "soak", "attribution", "fingerprint", "knowledge", "tuner",
-         "results", "api", "report", "cli"]
+         "search", "servers", "soak", "attribution", "capacity", "fingerprint", "knowledge",
+         "tuner", "results", "api", "report", "cli"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 RANK["testing"] = RANK["loadgen"]  # hand-built records: built on loadgen, used by tests only
 

@@ -29,6 +29,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "loopback": ("tunegate.cli.loopback", "serve a programmable OpenAI-compatible test server"),
     "sim": ("tunegate.cli.sim", "the embedded engine simulator (sim serve, sim scenarios)"),
     "demo": ("tunegate.cli.demo", "the guided demo that `make demo` runs"),
+    "capacity": ("tunegate.cli.capacity", "the most load a server takes while meeting its "
+                 "latency targets, as an interval"),
     "stats": ("tunegate.cli.stats", "statistical tools: `stats power` prints the repeats needed"),
     "validate": ("tunegate.cli.validate", "check a report (ours, vLLM, SGLang, AIPerf, GuideLLM)"),
     "soak": ("tunegate.cli.soak", "hours of load with drift watched live, and a verdict"),

@@ -31,6 +31,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from multiprocessing.synchronize import Event as MpEvent
@@ -109,6 +110,8 @@ class _Shared:
         self.running: SynchronizedArray[int] = ctx.Array("i", workers, lock=False)
         self.go: MpEvent = ctx.Event()
         self.stop: MpEvent = ctx.Event()
+        self.halt: MpEvent = ctx.Event()
+        """Send nothing more, let the requests in flight finish (``stop_when``)."""
         self.start_at: Synchronized[int] = ctx.Value("q", 0)
 
     def claim(self, total: int) -> int | None:
@@ -157,7 +160,7 @@ class _Worker:
         self.shared.running[self.id] += step
 
     def may_send(self) -> bool:
-        if self.stop.is_set() or self.shared.stop.is_set():
+        if self.stop.is_set() or self.shared.stop.is_set() or self.shared.halt.is_set():
             return False
         return self.deadline_ns is None or time.monotonic_ns() < self.deadline_ns
 
@@ -378,6 +381,7 @@ def run_autoscaled(
     duration_s: float | None = None,
     policy: ScalePolicy | None = None,
     keep_records: bool = True,
+    stop_when: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run ``workload`` from as many processes as it needs (see the module docstring).
 
@@ -394,13 +398,15 @@ def run_autoscaled(
     supervisor = _Supervisor(shared, workers, cap, policy)
     procs = [ctx.Process(target=_worker_main, daemon=True,
                          args=(i, workload, config, counter_factory, duration_s, shared, outbox,
-                               policy.window_s, progress is not None or not keep_records,
+                               policy.window_s,
+                               progress is not None or not keep_records or stop_when is not None,
                                keep_records))
              for i in range(workers)]
     outcome = run_pool(procs, outbox, go=shared.go, stop_all=shared.stop,
                        start_at=shared.start_at, progress=progress, poll_s=_POLL_S,
                        on_start=supervisor.restart_clock, on_poll=supervisor.grant,
-                       on_message=supervisor.hear)
+                       on_message=supervisor.hear, stop_when=stop_when,
+                       halt_all=shared.halt)
     merged = outcome.merged(list(range(supervisor.active)), supervisor.active, total)
     merged.scaling = supervisor.scaling
     return merged

@@ -61,13 +61,16 @@ def run_pool(
     on_start: Callable[[], None] | None = None,
     on_message: MessageHandler | None = None,
     on_poll: Callable[[], None] | None = None,
+    stop_when: Callable[[], bool] | None = None,
+    halt_all: MpEvent | None = None,
 ) -> PoolOutcome:
     """Start ``procs``, release them together, and collect until each has ended.
 
     SIGINT/SIGTERM set ``stop_all`` (each worker then ends its requests as ``truncated`` and
     sends what it has); a worker that fails or dies stops the others, whose records are kept.
     ``on_poll`` runs at least every ``poll_s``; ``on_message`` gets the kinds this loop does not
-    know.
+    know. ``stop_when``, asked after each record arrives, sets ``halt_all`` once it returns
+    true: the workers send nothing more and let their requests in flight finish.
     """
     outcome = PoolOutcome()
     workers = len(procs)
@@ -105,6 +108,8 @@ def run_pool(
             elif kind == "progress":
                 if progress is not None:
                     progress(RequestRecord.from_dict(payload))
+                if stop_when is not None and halt_all is not None and stop_when():
+                    halt_all.set()
             elif kind == "done":
                 outcome.results[worker_id] = payload
             elif kind == "error":

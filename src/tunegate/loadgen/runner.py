@@ -161,8 +161,10 @@ class _Run:
         stop: asyncio.Event,
         deadline_ns: int | None,
         keep_records: bool = True,
+        halt: Callable[[], bool] | None = None,
     ) -> None:
         self.workload = workload
+        self.halt = halt
         self.config = config
         self.count_tokens = count_tokens
         self.progress = progress
@@ -191,7 +193,7 @@ class _Run:
             self.next_to_prepare += 1
 
     def may_send(self) -> bool:
-        if self.stop.is_set():
+        if self.stop.is_set() or (self.halt is not None and self.halt()):
             return False
         return self.deadline_ns is None or time.monotonic_ns() < self.deadline_ns
 
@@ -286,6 +288,7 @@ async def run_workload_async(
     lag_interval_s: float = 0.005,
     prepared: dict[int, PreparedRequest] | None = None,
     keep_records: bool = True,
+    halt: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run ``workload`` in the current event loop.
 
@@ -303,9 +306,11 @@ async def run_workload_async(
             encoded here, before the start.
         keep_records: Keep every record in the result. Off, each record goes to ``progress``
             only, and the run holds nothing per request once it has ended.
+        halt: Asked before each send; once true nothing more is sent and the requests in
+            flight finish (as at ``duration_s``): a capacity probe whose verdict is certain.
     """
     stop = stop or asyncio.Event()
-    run = _Run(workload, config, count_tokens, progress, stop, None, keep_records)
+    run = _Run(workload, config, count_tokens, progress, stop, None, keep_records, halt)
     run.prepare(prepared if prepared is not None else prepare_ahead(workload, config))
     if start_at_ns is not None:
         await sleep_until(start_at_ns)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import signal
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -94,6 +95,7 @@ async def _run_here(
     shared_stop: MpEvent | None = None,
     prepared: dict[int, PreparedRequest] | None = None,
     keep_records: bool = True,
+    halt: Callable[[], bool] | None = None,
 ) -> RunResult:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -112,7 +114,7 @@ async def _run_here(
             return await run_workload_async(
                 workload, config, count_tokens=count_tokens, progress=progress,
                 duration_s=duration_s, stop=stop, start_at_ns=start_at_ns, prepared=prepared,
-                keep_records=keep_records,
+                keep_records=keep_records, halt=halt,
             )
         finally:
             if watcher is not None:
@@ -128,6 +130,7 @@ def _worker_main(
     outbox: Any,
     go: MpEvent,
     stop_all: MpEvent,
+    halt_all: MpEvent,
     start_at: Any,
     send_records: bool,
     keep_records: bool,
@@ -147,7 +150,7 @@ def _worker_main(
         result = asyncio.run(_run_here(workload, config, count_tokens,
                                        progress if send_records else None, duration_s,
                                        int(start_at.value), stop_all, prepared,
-                                       keep_records=keep_records))
+                                       keep_records=keep_records, halt=halt_all.is_set))
         outbox.put(("done", worker_id, result))
     except BaseException as exc:  # reported to the parent, which keeps the others' records
         outbox.put(("error", worker_id, f"{type(exc).__name__}: {exc}\n"
@@ -163,6 +166,7 @@ def run_workload(
     progress: ProgressCallback | None = None,
     duration_s: float | None = None,
     keep_records: bool = True,
+    stop_when: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run a workload to completion (or a stop signal) and return every record measured.
 
@@ -178,17 +182,40 @@ def run_workload(
         keep_records: Keep every record in the result. Off, each record goes to ``progress``
             as it ends (from worker processes too) and is not kept: memory stays flat however
             many requests the workload holds.
+        stop_when: Asked after each record ends; once it returns true nothing more is sent
+            and the requests in flight finish (as at ``duration_s``; Ctrl-C, in contrast, ends
+            them as ``truncated``). A capacity probe whose verdict is already certain stops
+            this way, so the requests it measured are whole.
     """
     if workers == "auto":
         return run_autoscaled(workload, config, counter_factory=counter_factory,
                               progress=progress, duration_s=duration_s,
-                              keep_records=keep_records)
+                              keep_records=keep_records, stop_when=stop_when)
     if workers <= 1 or len(workload.requests) < 2:
         count_tokens = counter_factory() if counter_factory is not None else None
-        return asyncio.run(_run_here(workload, config, count_tokens, progress, duration_s,
-                                     keep_records=keep_records))
+        flag = threading.Event()
+        return asyncio.run(_run_here(workload, config, count_tokens,
+                                     _stopping(progress, stop_when, flag), duration_s,
+                                     keep_records=keep_records,
+                                     halt=flag.is_set if stop_when is not None else None))
     return _run_in_processes(workload, config, workers, counter_factory, progress, duration_s,
-                             keep_records)
+                             keep_records, stop_when)
+
+
+def _stopping(progress: ProgressCallback | None, stop_when: Callable[[], bool] | None,
+              flag: threading.Event) -> ProgressCallback | None:
+    """``progress``, then ``flag`` set once ``stop_when`` says so (the run asks it before
+    each send)."""
+    if stop_when is None:
+        return progress
+
+    def each(record: RequestRecord) -> None:
+        if progress is not None:
+            progress(record)
+        if stop_when():
+            flag.set()
+
+    return each
 
 
 def _run_in_processes(
@@ -199,19 +226,22 @@ def _run_in_processes(
     progress: ProgressCallback | None,
     duration_s: float | None,
     keep_records: bool,
+    stop_when: Callable[[], bool] | None = None,
 ) -> RunResult:
     cap = workload.schedule.max_concurrency
     workers = min(workers, cap or workers, len(workload.requests))
     ctx = mp.get_context("spawn")
     outbox = ctx.Queue()
-    go, stop_all = ctx.Event(), ctx.Event()
+    go, stop_all, halt_all = ctx.Event(), ctx.Event(), ctx.Event()
     start_at = ctx.Value("q", 0)
     procs = [
         ctx.Process(target=_worker_main, daemon=True,
                     args=(i, part, config, counter_factory, duration_s, outbox, go, stop_all,
-                          start_at, progress is not None or not keep_records, keep_records))
+                          halt_all, start_at,
+                          progress is not None or not keep_records or stop_when is not None,
+                          keep_records))
         for i, part in enumerate(split_workload(workload, workers))
     ]
     outcome = run_pool(procs, outbox, go=go, stop_all=stop_all, start_at=start_at,
-                       progress=progress)
+                       progress=progress, stop_when=stop_when, halt_all=halt_all)
     return outcome.merged(sorted(outcome.results), workers, len(workload.requests))

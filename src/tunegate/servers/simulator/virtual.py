@@ -187,6 +187,7 @@ def run_virtual(
     client_turnaround_s: float = CLIENT_TURNAROUND_S,
     send_for_s: float | None = None,
     sink: Callable[[RequestRecord], None] | None = None,
+    stop_when: Callable[[], bool] | None = None,
 ) -> VirtualRun:
     """Benchmark a simulated engine on ``workload`` with a virtual clock.
 
@@ -214,6 +215,9 @@ def run_virtual(
         sink: Called with each record as its request ends (in completion order); the records
             are then not kept (``VirtualRun.records`` is empty), so a run of any length holds
             only the requests in flight.
+        stop_when: Asked before each send; once it returns true nothing more is sent (the
+            requests in flight finish, the rest are left out of the records), as when a
+            capacity probe's verdict is already certain.
 
     Raises:
         ConfigError: An invalid engine argument or scenario name.
@@ -252,7 +256,7 @@ def run_virtual(
             return None
         t = pending.due_ns()
         t = slots[0] if slots[0] > t else t
-        if cutoff is not None and t > cutoff:
+        if (cutoff is not None and t > cutoff) or (stop_when is not None and stop_when()):
             pending.clear()  # the sending time is over: the rest is never sent
             return None
         return t
@@ -332,7 +336,7 @@ def run_virtual(
             break
         now = max(now, min(candidates))
     out = [r for r in records if r is not None]
-    if send_for_s is None and ended != n:  # pragma: no cover - one record per request
+    if send_for_s is None and stop_when is None and ended != n:  # pragma: no cover
         raise RuntimeError(f"virtual run lost {n - ended} requests")
     return VirtualRun(
         records=out,
