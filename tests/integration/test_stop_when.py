@@ -85,8 +85,8 @@ def test_simulated_bench_stops_and_counts_the_requests_never_sent() -> None:
     assert result.summary["completed"] == run.ended
 
 
-@pytest.mark.parametrize("workers", [2, "auto"])
-def test_workers_stop_on_the_hook_without_a_progress_callback(
+@pytest.mark.parametrize("workers", [1, 2, "auto"])
+def test_the_hook_stops_sending_without_a_progress_callback(
     loopback: ServerFactory, workers: int | Literal["auto"],
 ) -> None:
     workload = build_workload(_workload(num_requests=60))
@@ -97,25 +97,9 @@ def test_workers_stop_on_the_hook_without_a_progress_callback(
         asked += 1
         return asked >= STOP_AFTER
 
-    with loopback(Behaviour(ttft_ms=2, itl_ms=2, tokens=8)) as url:
-        result = run_workload(workload, ClientConfig(base_url=url, model="loopback"),
-                              workers=workers, stop_when=stop)
-    assert result.interrupted is False
-    assert result.not_sent > 0 and result.ended + result.not_sent == 60
-
-
-def test_one_process_stops_on_the_hook_without_a_progress_callback(loopback: ServerFactory) -> None:
-    workload = build_workload(_workload(num_requests=60))
-    asked = 0
-
-    def stop() -> bool:
-        nonlocal asked
-        asked += 1
-        return asked >= STOP_AFTER
-
     with loopback(SLOW) as url:
         result = run_workload(workload, ClientConfig(base_url=url, model="loopback"),
-                              stop_when=stop)
+                              workers=workers, stop_when=stop)
     assert result.interrupted is False
     assert result.not_sent > 0 and result.ended + result.not_sent == 60
 
