@@ -5,7 +5,7 @@ flight grows for as long as the run lasts. A finite probe can still meet its lat
 while that happens: an engine that admits every request (a large ``max_num_seqs``) keeps TTFT
 low and lets the batch, and TPOT, creep up until its KV cache fills; a probe that ends first
 "passes" at a load the server cannot sustain (the simulator's h100-8b under ``tpot_mean:60``
-passed every rate up to 1000 req/s while completing 6.6). So a rate probe also fails when its
+passed every rate up to 1000 req/s while completing 6.3 to 7.7). So a rate probe also fails when its
 server falls behind: over a window of its sends, the requests in flight (counted at each
 send) grow at ``g`` requests/s while ``lambda`` arrive per second, so the server serves
 ``mu = lambda - g``, and ``lambda / mu`` above :data:`BACKLOG_LIMIT` fails. The margin is

@@ -51,13 +51,12 @@ perfectly separated verdicts the likelihood prefers the smallest spread it may, 
 sets how far beyond them the interval reaches, and it must not be smaller than what servers
 show: fitted to hundreds of verdicts on the simulator, the spread (a probe one spread below
 the capacity passes 84% of the time, one above it 16%) was 3.6% (h100-8b by concurrency), 7.3%
-(h100-8b by rate) and 8.6% (h200-70b, attainment) (``benchmarks/capacity_accuracy.py``), and a
-real server's runs vary as much or more.
-A synthetic check of the search (verdicts from a probit world, 80 searches each) covered the
-true capacity in 88%, 85% and 78% of searches at a floor of 2% (spreads 3%, 4.5%, 6.5%), 97%,
-98% and 95% at 4%; at spreads 3.5% and 8.6%: 97.5% and 90% at 4% (11 and 16.5 probes), 97.5%
-and 92.5% at 5% (13 and 18 probes). Integrating the spread out instead of profiling it covered
-95-99% but needed 16-20 probes, more than a fixed sweep costs."""
+(h100-8b by rate) and 8.6% (h200-70b, attainment) (``benchmarks/capacity_accuracy.py``). A
+synthetic check of the search (verdicts from a probit world; 60 searches per cell at spreads of
+3%, 4.5% and 6.5%, 80 at 3.5% and 8.6%) covered the true capacity in 88%, 85% and 78% of
+searches at a floor of 2% and in 97%, 98% and 95% at 4%; at spreads 3.5% and 8.6%, 97.5% and
+90% at 4% (11 and 16.5 probes), 97.5% and 92.5% at 5% (13 and 18 probes). Integrating the
+spread out instead of profiling it covered 95-99% but needed 16-20 probes."""
 MAX_SPREAD = 0.5
 """Largest spread considered (log scale): beyond it a verdict says nothing about load."""
 GRID = 1200
