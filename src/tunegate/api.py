@@ -357,18 +357,6 @@ def options_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
     return ConfigError(format_validation_error(exc, source=source))
 
 
-ANCHOR_REQUESTS = 200
-"""Most requests of a capacity search's anchor burst."""
-
-
-def _server_died(records: list[RequestRecord]) -> bool:
-    """The last requests to end all failed without an HTTP answer (refused, reset): the
-    server, not the request, is the problem."""
-    last = sorted(records, key=lambda r: r.t_end_ns)[-5:]
-    return len(last) == 5 and all(not r.outcome.is_success and r.http_status is None
-                                  for r in last)
-
-
 class BenchProbes:
     """A :class:`~tunegate.capacity.probe.ProbeSource` running each probe through
     :func:`bench`: the simulator (``options.sim``, a fresh virtual engine per probe, its noise
@@ -380,18 +368,15 @@ class BenchProbes:
         self.description = (f"sim:{options.sim}" if options.sim is not None
                             else redact_url(options.target.url))
 
-    def _options(self, workload: dict[str, Any], seed: int) -> BenchOptions:
-        config = self.options.workload.model_dump(exclude={"concurrency", "request_rate"})
-        config.update(workload, seed=seed)
-        if config.get("request_rate") is None:
-            config.pop("arrival", None)
+    def _options(self, workload: WorkloadConfig) -> BenchOptions:
         return self.options.model_copy(update={
-            "workload": WorkloadConfig(**config), "keep_records": True, "sim_seed": seed,
+            "workload": workload, "keep_records": True, "sim_seed": workload.seed,
             "goodput": ()})
 
     def _run(self, options: BenchOptions, stop_when: Callable[[], bool] | None,
              progress: ProgressCallback | None) -> ProbeRun:
         from tunegate.capacity import ProbeRun  # the API is where stages meet
+        from tunegate.capacity.probe import server_died
 
         stopped = False
 
@@ -406,32 +391,31 @@ class BenchProbes:
         return ProbeRun(
             records=result.records, valid=result.validation.valid, findings=findings,
             benchmark_s=max(result.run.ended_ns - result.run.started_ns, 0) / 1e9,
-            summary=result.summary, stopped=stopped, server_died=_server_died(result.records),
+            summary=result.summary, stopped=stopped, server_died=server_died(result.records),
             interrupted=result.run.interrupted)
 
     def run(self, load: float, plan: CapacityPlan, seed: int, stop_when: Callable[[], bool],
             progress: Callable[[RequestRecord], None]) -> ProbeRun:
-        knob = ({"request_rate": load} if plan.by == "rate"
-                else {"concurrency": round(load)})
-        requests, warmup = plan.probe_size(load)
-        workload = {**knob, "num_requests": requests, "num_warmup": warmup}
-        return self._run(self._options(workload, seed), stop_when, progress)
+        from tunegate.capacity.workloads import probe_workload
+
+        workload = probe_workload(self.options.workload, plan, load, seed)
+        return self._run(self._options(workload), stop_when, progress)
 
     def anchor(self, plan: CapacityPlan, seed: int) -> ProbeRun:
-        workload = {"request_rate": math.inf, "num_warmup": 0,
-                    "num_requests": min(plan.probe_requests, ANCHOR_REQUESTS)}
-        return self._run(self._options(workload, seed), None, None)
+        from tunegate.capacity.workloads import anchor_workload
+
+        return self._run(self._options(anchor_workload(self.options.workload, plan, seed)),
+                         None, None)
 
     def check(self, plan: CapacityPlan) -> None:
         """Build the workloads of probes at ``plan``'s lowest and highest loads, so a range
         ``bench`` cannot run is refused before the first probe, naming the flag."""
         for flag, load in (("--min-load", plan.min_load), ("--max-load", plan.max_load)):
+            from tunegate.capacity.workloads import probe_workload
+
             requests, warmup = plan.probe_size(load)
-            knob = ({"request_rate": load} if plan.by == "rate"
-                    else {"concurrency": round(load)})
             try:
-                self._options({**knob, "num_requests": requests, "num_warmup": warmup},
-                              plan.seed)
+                probe_workload(self.options.workload, plan, load, plan.seed)
             except pydantic.ValidationError as exc:
                 why = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ")
                                 for e in exc.errors())

@@ -139,6 +139,8 @@ def test_text_output_of_a_zero_answer_says_no_load_met_the_targets() -> None:
         (["--slo", "tpot_mean:50", "--by", "concurrency", "--max-load", "100000"],
          "--max-load 100000: a probe there would be 400000 requests"),
         (["--slo", "tpot_mean:50", "--probe-requests", "2000000"], "at most 1,000,000"),
+        ([], "--slo: give the targets (e.g. --slo ttft_p99:500 tpot_mean:50), or --config "
+             "with a [capacity] section"),
     ],
 )
 def test_usage_errors_are_one_line_exit_2_and_no_traceback(argv: list[str], message: str) -> None:
@@ -222,3 +224,30 @@ def test_a_concurrency_probe_measures_several_waves_of_its_streams() -> None:
     for probe in complete:
         assert probe["requests"] >= WAVES * probe["load"], probe
     assert doc["capacity"] <= max(p["requests"] for p in doc["probes"])
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def test_without_slo_a_configs_capacity_section_is_the_whole_search(tmp_path: Path) -> None:
+    """``--config`` with ``[capacity]`` and no ``--slo``: the search its tuning run would
+    start with (targets, knob, range, probe size), on the config's baseline."""
+    config = tmp_path / "tune.toml"
+    config.write_text((EXAMPLES / "tune-capacity.toml").read_text(encoding="utf-8")
+                      .replace('scenario = "h100-8b"', 'scenario = "fast"')
+                      .replace("max_probes = 20", "max_probes = 6\nprobe_requests = 60"),
+                      encoding="utf-8")
+    code, stdout, _ = _run("--config", str(config), "--json")
+    doc = json.loads(stdout)
+    assert code == 0
+    assert [s["name"] for s in doc["slos"]] == ["ttft_p99", "tpot_mean"]
+    assert doc["by"] == "rate" and doc["plan"]["max_probes"] == 6
+    assert doc["plan"]["probe_requests"] == 60
+
+
+def test_without_slo_a_config_lacking_capacity_is_one_line() -> None:
+    code, stdout, stderr = _run("--config", str(EXAMPLES / "tune-vllm.toml"))
+    assert code == 2 and stdout == ""
+    assert stderr.rstrip() == ("tunegate capacity: error: --slo: give the targets; "
+                               f"{EXAMPLES / 'tune-vllm.toml'} has no [capacity] section to "
+                               "take them from")

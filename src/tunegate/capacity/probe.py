@@ -36,7 +36,7 @@ from tunegate.metrics.slo_spec import (
 )
 
 __all__ = ["BOOTSTRAP_BLOCKS", "BOOTSTRAP_SAMPLES", "CertainFailure", "Probe", "ProbeRun",
-           "ProbeSource", "Verdict", "evaluate_probe"]
+           "ProbeSource", "Verdict", "evaluate_probe", "server_died"]
 
 BOOTSTRAP_BLOCKS = 20
 BOOTSTRAP_SAMPLES = 200
@@ -166,6 +166,25 @@ class Probe:
                 "requests": self.requests, "benchmark_s": round(self.benchmark_s, 3),
                 "stats": self.stats, "findings": list(self.findings)}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Probe:
+        """The probe :meth:`to_json` wrote (a resumed or reused search reads its probes back)."""
+        return cls(index=int(data["index"]), load=float(data["load"]), seed=int(data["seed"]),
+                   verdict=data["verdict"], stop=str(data["stop"]),
+                   margins={k: _number(v) for k, v in data["margins"].items()},
+                   margin_se={k: _number(v) for k, v in data["margin_se"].items()},
+                   binding=str(data["binding"]), requests=int(data["requests"]),
+                   benchmark_s=float(data["benchmark_s"]), stats=dict(data.get("stats") or {}),
+                   findings=tuple(data.get("findings") or ()))
+
+
+def server_died(records: Sequence[RequestRecord]) -> bool:
+    """The last requests to end all failed without an HTTP answer (refused, reset): the
+    server, not the request, is the problem."""
+    last = sorted(records, key=lambda r: r.t_end_ns)[-5:]
+    return len(last) == 5 and all(not r.outcome.is_success and r.http_status is None
+                                  for r in last)
+
 
 def _tally(spec: SloSpec, values: RequestValues) -> Tally:
     tally = Tally()
@@ -178,6 +197,11 @@ def _finite(value: float) -> float | str | None:
     if math.isnan(value):
         return None
     return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _number(value: float | str | None) -> float:
+    """:func:`_finite`'s inverse."""
+    return math.nan if value is None else float(value)
 
 
 def _block_se(slos: Sequence[SloSpec], values: RequestValues, seed: int) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tunegate.capacity.plan import CapacityPlan
 from tunegate.capacity.probe import CertainFailure, Probe, ProbeSource, evaluate_probe
@@ -26,7 +26,7 @@ def _anchor(source: ProbeSource, plan: CapacityPlan) -> Anchor | None:
                   run.benchmark_s)
 
 
-def find_capacity(source: ProbeSource, plan: CapacityPlan, *,
+def find_capacity(source: ProbeSource, plan: CapacityPlan, *, prior: Sequence[Probe] = (),
                   on_probe: Callable[[Probe], None] | None = None) -> CapacityResult:
     """Search ``source`` for the largest load meeting ``plan.slos``.
 
@@ -36,25 +36,31 @@ def find_capacity(source: ProbeSource, plan: CapacityPlan, *,
     failure at that load; the search ends there when the server is still gone
     (``source.alive()``). Ctrl-C ends the search with what was measured (``status:
     interrupted``).
+
+    ``prior``: probes of the same server and plan measured before (a search resumed after a
+    crash, or an earlier search of the same config): the search goes on from them, with no
+    anchor when one of them is valid, and their benchmark-seconds count against the budget.
     """
-    probes: list[Probe] = []
+    probes = sorted(prior, key=lambda p: p.index)
     anchor: Anchor | None = None
     status = "interrupted"
     try:
-        anchor = _anchor(source, plan)
-        spent = anchor.benchmark_s if anchor else 0.0
+        if not any(p.verdict != "invalid" for p in probes):
+            anchor = _anchor(source, plan)
+        spent = sum(p.benchmark_s for p in probes) + (anchor.benchmark_s if anchor else 0.0)
         while True:
             decision = decide(plan, probes, spent_s=spent,
                               anchor_load=anchor.load(plan.by) if anchor else None)
             if decision.load is None:
                 status = decision.reason
                 break
-            seed = plan.seed + len(probes)
+            index = max((p.index for p in probes), default=-1) + 1
+            seed = plan.seed + index
             watch = CertainFailure(plan.slos, plan.probe_size(decision.load)[0])
             run = source.run(decision.load, plan, seed, stop_when=watch, progress=watch.add)
             if run.interrupted:
                 break
-            probe = evaluate_probe(run, plan, index=len(probes), load=decision.load, seed=seed)
+            probe = evaluate_probe(run, plan, index=index, load=decision.load, seed=seed)
             probes.append(probe)
             spent += run.benchmark_s
             if on_probe is not None:

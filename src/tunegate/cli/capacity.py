@@ -20,7 +20,7 @@ from tunegate.cli.bench import (
     workers_argument,
 )
 from tunegate.cli.console import console
-from tunegate.errors import ConfigError
+from tunegate.errors import ConfigError, UsageError
 
 __all__ = ["run"]
 
@@ -40,10 +40,11 @@ def _parser() -> argparse.ArgumentParser:
                    "process, else where [server] serves) at its baseline, and its workload")
     add_workload_arguments(p)
     s = p.add_argument_group("search")
-    s.add_argument("--slo", nargs="+", required=True, metavar="TARGET",
+    s.add_argument("--slo", nargs="+", metavar="TARGET",
                    help="targets: ttft_p99:500 tpot_mean:50 e2el_median:8000, or "
                    "p99_ttft_ms<=500, or per-request bounds ttft:500 tpot:50 (with "
-                   "--attainment)")
+                   "--attainment); omitted: --config's [capacity] section is the whole "
+                   "search, as its tuning run searches")
     s.add_argument("--attainment", type=float, default=0.99,
                    help="share of requests that must meet the per-request bounds (0.99)")
     s.add_argument("--by", choices=["rate", "concurrency"], default="rate",
@@ -79,6 +80,9 @@ def _plan(args: argparse.Namespace) -> Any:
     from tunegate.capacity import CapacityPlan
     from tunegate.metrics.slo_spec import parse_slo_specs
 
+    if args.slo is None:
+        return _config_plan(args)
+
     if args.concurrency is not None or args.request_rate is not None:
         raise ConfigError("--concurrency/--request-rate: the search sets the load; choose "
                           "the knob with --by rate|concurrency and its range with "
@@ -93,6 +97,20 @@ def _plan(args: argparse.Namespace) -> Any:
                         confidence=args.confidence, probe_requests=args.probe_requests,
                         warmup=args.probe_warmup, max_probes=args.max_probes,
                         budget_s=args.budget, seed=args.seed)
+
+
+def _config_plan(args: argparse.Namespace) -> Any:
+    """No ``--slo``: the ``[capacity]`` section of ``--config``, as its tuning run uses it."""
+    from tunegate.tuner.config import load_config
+
+    if args.config is None:
+        raise UsageError("--slo: give the targets (e.g. --slo ttft_p99:500 tpot_mean:50), or "
+                         "--config with a [capacity] section")
+    section = load_config(args.config).capacity
+    if section is None:
+        raise UsageError(f"--slo: give the targets; {args.config} has no [capacity] section "
+                         "to take them from")
+    return section.plan(seed=args.seed)
 
 
 def _config_options(args: argparse.Namespace) -> Any:

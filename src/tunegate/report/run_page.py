@@ -20,6 +20,7 @@ from tunegate.report.run_data import RunData, read_run
 from tunegate.report.run_story import story_section
 from tunegate.report.run_tables import (
     attribution_blocks,
+    capacity_blocks,
     environment_blocks,
     findings_table,
     lights_table,
@@ -146,6 +147,8 @@ def run_page(run_dir: Path) -> Page:
                 _search(data, "search"),
                 Section("lights", "Traffic lights", [lights_table(data)]),
                 Section("findings", "Gauge findings", [findings_table(data)])]
+    if data.summary.get("capacity"):
+        sections.append(Section("capacity", "Capacity searches", capacity_blocks(data)))
     if data.summary.get("attribution") or data.attribution:
         sections.append(Section("attribution", "Attribution", attribution_blocks(data)))
     sections += _soak(data, "soak")

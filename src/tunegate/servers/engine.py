@@ -22,7 +22,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -99,10 +99,14 @@ class Engine(Protocol):
         ...
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int, duration_s: float | None = None) -> EngineRun:
+                repeat: int, duration_s: float | None = None,
+                stop_when: Callable[[], bool] | None = None,
+                progress: Callable[[RequestRecord], None] | None = None) -> EngineRun:
         """One benchmark repeat of ``workload`` on the running ``config``; with ``duration_s``
         it stops sending after that long (a soak's window), the workload being the upper
-        bound."""
+        bound. ``progress`` gets each record as its request ends; once ``stop_when`` (asked
+        after each) says so, nothing more is sent and the requests in flight finish (a
+        capacity probe already failed for sure)."""
         ...
 
     def snapshot(self) -> dict[str, Any]:
@@ -173,7 +177,9 @@ class ProcessEngine(_DeployableEngine):
     """
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int, duration_s: float | None = None) -> EngineRun:
+                repeat: int, duration_s: float | None = None,
+                stop_when: Callable[[], bool] | None = None,
+                progress: Callable[[RequestRecord], None] | None = None) -> EngineRun:
         base_url = f"http://{config.host}:{config.port}"
         telemetry = (ServerTelemetry(base_url, api_key=config.api_key,
                                      path=getattr(self.deployable, "metrics_path", "/metrics"))
@@ -183,7 +189,8 @@ class ProcessEngine(_DeployableEngine):
             stream=settings.stream, ignore_eos=settings.ignore_eos, api_key=config.api_key,
             request_timeout_s=settings.request_timeout_s, run_id=f"tunegate-tune-{repeat}")
         with telemetry or contextlib.nullcontext():
-            result = run_workload(workload, client, duration_s=duration_s)
+            result = run_workload(workload, client, duration_s=duration_s, progress=progress,
+                                  stop_when=stop_when)
         if result.interrupted:
             # The load generator turns Ctrl-C (and SIGTERM) into a graceful stop and returns
             # the partial records, right for ``tunegate bench``. In a tuning run the operator
@@ -222,11 +229,14 @@ class VirtualEngine(_DeployableEngine):
         self.simulator = simulator
 
     def measure(self, config: ServerConfig, workload: Workload, settings: BenchSettings, *,
-                repeat: int, duration_s: float | None = None) -> EngineRun:
+                repeat: int, duration_s: float | None = None,
+                stop_when: Callable[[], bool] | None = None,
+                progress: Callable[[RequestRecord], None] | None = None) -> EngineRun:
         if not isinstance(self.handle, VirtualHandle):
             raise ServerError(f"{self.simulator.name}: no server runs; start one first")
         run = self.simulator.measure(self.handle, workload, stream=settings.stream,
-                                     repeat=repeat, duration_s=duration_s)
+                                     repeat=repeat, duration_s=duration_s,
+                                     stop_when=stop_when, progress=progress)
         metrics = run.server_metrics
         block = block_from_exposition(metrics.render(), peaks=metrics.peaks,
                                       t_s=run.duration_ns / 1e9)

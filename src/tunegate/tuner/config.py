@@ -20,6 +20,9 @@ Sections (see the README for full examples)::
     [attribution] metrics (reported beside the objective and guardrails), repeats ("auto" =
                  power analysis), max_repeats, max_factorial: measure which change did what
                  once the search is over (the ATTRIBUTE state; ``tunegate attribute`` later)
+    [capacity]   slo, by, min_load, max_load, start, resolution, confidence, probe_requests,
+                 max_probes, budget_s: with ``[objective] metric = "capacity"`` every
+                 evaluation is a capacity search (:mod:`tunegate.tuner.capacity_eval`)
     [knowledge]  url (the knowledge base: a path or SQLAlchemy URL; default ``TUNEGATE_KB`` or
                  the user's data directory), record (the finished run), warm_start (from
                  earlier runs whose environment fingerprint matches)
@@ -60,6 +63,7 @@ from tunegate.search.objectives import (
     check_objectives,
 )
 from tunegate.search.space import Layer, Light, Param, SearchSpace
+from tunegate.tuner.config_capacity import CapacitySection, capacity_objective_complaint
 from tunegate.tuner.config_knowledge import KnowledgeSection
 from tunegate.tuner.config_run import MAX_BUDGET, RunSection
 from tunegate.tuner.config_search import SearchSection, Strict, parse_objective
@@ -247,6 +251,7 @@ class TuneConfig(Strict):
     report: ReportSection = ReportSection()
     soak: SoakSection | None = None
     attribution: AttributionSection | None = None
+    capacity: CapacitySection | None = None
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
 
     @field_validator("space")
@@ -305,6 +310,13 @@ class TuneConfig(Strict):
                 raise ValueError(f"gate.{name} = {value} exceeds gate.max_repeats = "
                                  f"{gate.max_repeats}; lower it or raise max_repeats (at most "
                                  f"{MAX_REPEATS})")
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_objective_alone(self) -> TuneConfig:
+        complaint = capacity_objective_complaint(self)
+        if complaint is not None:
+            raise ValueError(complaint)
         return self
 
     @model_validator(mode="after")

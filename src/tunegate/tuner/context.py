@@ -31,6 +31,7 @@ from tunegate.tuner.journal import Journal
 from tunegate.tuner.lease_core import ServiceLease
 from tunegate.tuner.masking import engine_env
 from tunegate.tuner.measure import Measurement, measure
+from tunegate.tuner.metric_names import CAPACITY
 from tunegate.tuner.runstate import RunState
 from tunegate.workload import build_workload
 from tunegate.workload.spec import Workload
@@ -65,6 +66,10 @@ def _recorded(config: TuneConfig, specs: list[MetricSpec]) -> list[str]:
     """Metrics each measurement records: the gate's (objective, guardrails), then those of
     ``[search] objectives`` and ``slos``, which the proposer models and the delivery checks."""
     names = [s.name for s in specs]
+    if config.objective.metric == CAPACITY:
+        from tunegate.tuner.capacity_eval import KEYS
+
+        names += list(KEYS)
     names += [o.metric for o in config.search.extra_objectives()]
     names += [c.metric for c in config.search.outcome_constraints()]
     return list(dict.fromkeys(names))
@@ -126,6 +131,8 @@ class TunerContext:
         self.gated = {s.name for s in self.specs}
         self.recorded = _recorded(config, self.specs)
         self.metric_field = _metric_fields(config)
+        self.capacity = config.objective.metric == CAPACITY
+        """Every repeat is a capacity search (``[objective] metric = "capacity"``)."""
         self.gate_config = stats_gate.GateConfig(config.gate.alpha, config.gate.fdr,
                                                  config.gate.multiplier, config.gate.floor)
         self.deciders = for_log(deciders.REGISTRY)
@@ -213,11 +220,32 @@ class TunerContext:
         ``settings``: the benchmark settings when not the run's own (the attribution measures
         the gauge as first configured); ``extra``: more fields for the journal record.
         """
+        if self.capacity and role != "preflight":
+            return self._measure_capacity(role, params, trial, extra)
         index = self.rs.measurements
         name = f"m{index:04d}-{role}" + (f"-t{trial:03d}" if trial is not None else "")
         result = measure(self.engine, self.server_config(params), self.workload,
                          settings or self.bench_settings(),
                          run_dir=self.run_dir, name=name, repeat=index)
+        return self._journal(result, index, name, role, trial, extra)
+
+    def _measure_capacity(self, role: str, params: Mapping[str, Any], trial: int | None,
+                          extra: Mapping[str, Any] | None) -> Measurement:
+        """The capacity objective's repeat: a capacity search, its probes journalled one by
+        one (:mod:`tunegate.tuner.capacity_eval`), then the search's answer as the repeat."""
+        from tunegate.tuner.capacity_eval import measure_capacity
+
+        search = self.rs.capacity_searches
+        tag = f"-t{trial:03d}" if trial is not None else ""
+        result = measure_capacity(self, role, params, trial,
+                                  f"s{search:03d}-capacity-{role}{tag}")
+        index = self.rs.measurements  # after the probes
+        return self._journal(result, index, f"m{index:04d}-{role}{tag}", role, trial,
+                             {"capacity_search": search, **(extra or {})})
+
+    def _journal(self, result: Measurement, index: int, name: str, role: str,
+                 trial: int | None, extra: Mapping[str, Any] | None) -> Measurement:
+        """Journal a repeat (then fold it into the run state) before anyone reads it."""
         record = {"index": index, "name": name, "role": role, "trial": trial,
                   "valid": result.valid, "findings": result.validation.codes(),
                   "errors": [f.code for f in result.validation.findings

@@ -42,6 +42,7 @@ from tunegate.stats import gate as stats_gate
 from tunegate.stats.noise import pooled_sigma
 from tunegate.stats.power import gate_sample_size
 from tunegate.stats.threshold import ThresholdPolicy
+from tunegate.tuner import capacity_gate
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.decisions import Decider
 from tunegate.tuner.proposal_history import ProposerSession, replay_history
@@ -369,6 +370,7 @@ REGISTRY: dict[str, tuple[str, Decider]] = {
     "proposer": (PROPOSER_VERSION, Proposer()),
     "early_stop": ("1", early_stop),
     "gate": (stats_gate.GATE_VERSION, gate),
+    "capacity_gate": (capacity_gate.VERSION, capacity_gate.capacity_gate),
     "slo_guard": ("1", slo_guard),
     "keep_or_rollback": ("1", keep_or_rollback),
     "soak_verdict": ("1", soak_verdict),

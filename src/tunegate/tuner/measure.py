@@ -15,6 +15,7 @@ SHA-256 (``records_sha256``), which binds the file into the run's chain
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from tunegate.servers.adapters import ServerConfig
 from tunegate.servers.engine import BenchSettings, Engine
 from tunegate.workload.spec import Workload
 
-__all__ = ["Measurement", "measure"]
+__all__ = ["Measurement", "measure", "measure_records"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,20 @@ def measure(
         name: A unique name for this measurement (e.g. ``t003-r2``).
         repeat: The repeat number (varies the simulator's noise draw).
     """
-    run = engine.measure(config, workload, bench, repeat=repeat)
+    return measure_records(engine, config, workload, bench, run_dir=run_dir, name=name,
+                           repeat=repeat)[0]
+
+
+def measure_records(
+    engine: Engine, config: ServerConfig, workload: Workload, bench: BenchSettings, *,
+    run_dir: Path, name: str, repeat: int, stop_when: Callable[[], bool] | None = None,
+    progress: Callable[[RequestRecord], None] | None = None,
+) -> tuple[Measurement, list[RequestRecord]]:
+    """:func:`measure`, with the records too, and the engine's early stop (``stop_when`` asked
+    after each record reaches ``progress``: a capacity probe that failed for sure)."""
+    run = (engine.measure(config, workload, bench, repeat=repeat) if stop_when is None
+           else engine.measure(config, workload, bench, repeat=repeat, stop_when=stop_when,
+                               progress=progress))
     records, server = run.records, run.server_metrics
     concurrency = workload.schedule.max_concurrency
     summary = summarize(records)
@@ -95,7 +109,7 @@ def measure(
     if server is not None:
         document["server_metrics"] = server
     written = atomic_write_json(run_dir / relative, document, indent=None)
-    return Measurement(summary, validation, str(relative), server, written)
+    return Measurement(summary, validation, str(relative), server, written), records
 
 
 def load_records(run_dir: Path, records_file: str) -> list[RequestRecord]:

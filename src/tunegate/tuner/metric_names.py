@@ -28,7 +28,11 @@ from tunegate.loadgen.records import Outcome, RequestRecord
 from tunegate.loadgen.server_metrics import SUMMARY_KEYS
 from tunegate.metrics import summarize
 
-__all__ = ["missing_reason", "tune_metrics", "unknown_metric"]
+__all__ = ["CAPACITY", "missing_reason", "tune_metrics", "unknown_metric"]
+
+CAPACITY = "capacity"
+"""The ``[objective]`` metric that makes every evaluation a capacity search
+(:mod:`tunegate.tuner.capacity_eval`)."""
 
 _GOODPUT = "request_goodput"
 _EXAMPLES = ("output_throughput", "request_throughput", "mean_ttft_ms", "p99_ttft_ms",
@@ -54,7 +58,7 @@ def unknown_metric(name: str) -> str | None:
 
     The complaint names the metric and offers the closest known names (:mod:`difflib`).
     """
-    if name in tune_metrics():
+    if name in tune_metrics() or name == CAPACITY:  # capacity: [objective] only (TuneConfig)
         return None
     if name == _GOODPUT:
         return ("request_goodput is always empty in a tuning run: it counts requests that meet "
@@ -70,6 +74,9 @@ def unknown_metric(name: str) -> str | None:
 
 def missing_reason(name: str) -> str:
     """Why a known metric can be absent from a repeat's data (``None`` in its summary)."""
+    if name.startswith(CAPACITY):
+        return ("the capacity search gave no answer: no valid probe, or its budget_s / "
+                "max_probes spent first (its file under measurements/ has the probes)")
     if name in SUMMARY_KEYS:
         return ("the server did not report it (its /metrics lacks the figure, or this adapter "
                 "has no /metrics to scrape)")

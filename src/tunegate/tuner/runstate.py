@@ -15,7 +15,12 @@ from typing import Any
 from tunegate.tuner.outcomes import Candidate, EndReason, TrialVerdict
 from tunegate.tuner.states import State
 
-__all__ = ["RunState"]
+__all__ = ["CAPACITY_LOG_KEYS", "RunState"]
+
+CAPACITY_LOG_KEYS = ("capacity", "capacity_ci_low", "capacity_ci_high", "capacity_unit",
+                     "capacity_binding_slo", "capacity_status", "capacity_probes",
+                     "capacity_reused_probes", "capacity_benchmark_s")
+"""What :attr:`RunState.capacity_log` keeps of each capacity search's summary."""
 
 
 @dataclass
@@ -79,6 +84,11 @@ class RunState:
             key in the knowledge base; drawn once when the run starts, kept across resumes,
             so its own results are never read back as another run's (empty in snapshots
             written before the first one).
+        capacity_epoch: Drifts seen under the capacity objective: probes journalled in an
+            earlier epoch measured another machine and are never reused (the probes stay in
+            the journal, not here: a snapshot holding them would grow with every probe).
+        capacity_searches: Capacity searches finished (numbers the next one's probes).
+        capacity_log: One row per finished capacity search (the summary's ``capacity``).
     """
 
     state: State = State.LEASE
@@ -124,6 +134,9 @@ class RunState:
     fingerprint: dict[str, Any] | None = None
     warm_start: dict[str, Any] | None = None
     run_id: str = ""
+    capacity_epoch: int = 0
+    capacity_searches: int = 0
+    capacity_log: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """A deep copy as plain JSON types (the journal's snapshot); a JSON round trip copies
@@ -153,6 +166,14 @@ class RunState:
         """Fold a journalled measurement in (live, and again when resuming after a crash)."""
         self.measurements = max(self.measurements, int(measurement["index"]) + 1)
         role = measurement["role"]
+        if role in ("capacity_probe", "capacity_anchor"):
+            return  # read back from the journal by the search that needs them
+        if "capacity_search" in measurement:  # a capacity search ended: the next is new
+            self.capacity_searches = int(measurement["capacity_search"]) + 1
+            self.capacity_log.append({
+                "search": measurement["capacity_search"], "role": role,
+                "trial": measurement["trial"], "file": measurement["records_file"],
+                **{k: measurement["summary"].get(k) for k in CAPACITY_LOG_KEYS}})
         if role == "preflight":
             self.preflight = measurement
         elif role == "attribution":

@@ -46,6 +46,7 @@ from tunegate.search.delivery import WORDING, deliver
 from tunegate.search.objectives import MAX_OBJECTIVES, Objective, OutcomeConstraint
 from tunegate.search.pareto import pareto_mask
 from tunegate.tuner.attribution_report import attribution_section
+from tunegate.tuner.capacity_summary import capacity_section, capacity_summary
 from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.environment_report import environment_section
 from tunegate.tuner.integrity import chain_heads
@@ -247,6 +248,7 @@ def build_summary(config: TuneConfig, rs: RunState) -> dict[str, Any]:
         "recommendation": delivered(_recommendation(config, rs, kept, gain, chosen), rs),
         "soak": rs.soak,
         "attribution": rs.attribution,
+        "capacity": capacity_summary(config, rs),
         "fingerprint": rs.fingerprint,
         "warm_start": rs.warm_start,
         "search": delivery["search"],
@@ -275,7 +277,8 @@ def _report(summary: dict[str, Any], *, plots: bool = True) -> str:
               + (f": {objective} {change:+.1%} vs the baseline." if change is not None else "."),
               "", "```", *(f"{k} = {v!r}" for k, v in sorted((rec["params"] or {}).items())),
               "```", ""]
-    return "\n".join(lines + attribution_section(summary) + soak_section(summary)
+    return "\n".join(lines + capacity_section(summary) + attribution_section(summary)
+                     + soak_section(summary)
                      + environment_section(summary) + _search_section(summary, plots=plots))
 
 

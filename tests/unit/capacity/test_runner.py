@@ -340,3 +340,35 @@ def test_the_json_of_an_answer_without_capacity_is_valid_json_too() -> None:
                      (World(10_000), plan("concurrency", max_load=16))):
         data = json.loads(json.dumps(find_capacity(world, p).to_json(), allow_nan=False))
         assert data["format"] == FORMAT
+
+
+# --- going on from earlier probes --------------------------------------------------------------
+
+
+def test_a_probe_reads_back_what_its_json_wrote() -> None:
+    result = find_capacity(World(37), plan("concurrency"))
+    assert any(math.isinf(p.margin) for p in result.probes)  # "inf" in JSON, inf again
+    for probe in result.probes:
+        assert Probe.from_json(json.loads(json.dumps(probe.to_json()))) == probe
+
+
+def test_a_search_resumed_from_its_probes_ends_where_the_uninterrupted_one_did() -> None:
+    whole = find_capacity(World(37.3), plan(seed=7))
+    cut = find_capacity(World(37.3, interrupt_at=3), plan(seed=7))
+    assert len(cut.probes) == 3
+    saved = [Probe.from_json(json.loads(json.dumps(p.to_json()))) for p in cut.probes]
+    world = World(37.3)
+    resumed = find_capacity(world, plan(seed=7), prior=saved)
+    assert world.anchors == []  # the earlier probes say where to go: no burst
+    assert [p.load for p in resumed.probes] == [p.load for p in whole.probes]
+    assert [p.seed for p in resumed.probes] == [p.seed for p in whole.probes]
+    assert (resumed.capacity, resumed.ci_low, resumed.ci_high) == \
+        (whole.capacity, whole.ci_low, whole.ci_high)
+    assert len(world.runs) == len(whole.probes) - 3  # none measured again
+
+
+def test_earlier_invalid_probes_alone_still_need_the_burst() -> None:
+    invalid = find_capacity(World(37, invalid=True), plan())
+    world = World(37)
+    find_capacity(world, plan(), prior=invalid.probes)
+    assert len(world.anchors) == 1

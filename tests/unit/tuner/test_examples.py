@@ -87,3 +87,11 @@ def test_every_engine_knob_has_a_light_and_a_reason(name: str) -> None:
                              "num_continuous_decode_steps", "cuda_graph_max_bs_decode"},
     }[name]
     assert wanted <= names
+
+
+def test_capacity_example_tunes_for_capacity_on_the_simulator() -> None:
+    config = load_config(EXAMPLES / "tune-capacity.toml")
+    assert config.objective.metric == "capacity" and config.server.adapter == "simulator-virtual"
+    assert config.capacity is not None
+    plan = config.capacity.plan(seed=0)
+    assert plan.by == "rate" and [s.name for s in plan.slos] == ["ttft_p99", "tpot_mean"]

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tunegate.errors import ConfigError, ServerError
-from tunegate.loadgen.records import Outcome
+from tunegate.loadgen.records import Outcome, RequestRecord
 from tunegate.loadgen.redact import mask_secrets
 from tunegate.servers.adapters.base import ServerConfig, mask_env, secret_values
 from tunegate.servers.adapters.flags import split_params
@@ -161,24 +161,37 @@ class VirtualSimulator:
     def measure(
         self, handle: VirtualHandle, workload: Workload, *, stream: bool = True,
         repeat: int | None = None, duration_s: float | None = None,
+        stop_when: Callable[[], bool] | None = None,
+        progress: Callable[[RequestRecord], None] | None = None,
     ) -> VirtualRun:
         """Benchmark ``workload`` on the running config (virtual clock).
 
         Each measurement is a new noise draw (``repeat`` = measurements so far, unless given)
         on a machine that keeps ageing: drift accumulates over :attr:`elapsed_s`, across
         restarts, as on a real machine. ``duration_s``: stop sending after this much virtual
-        time (the workload is the upper bound).
+        time (the workload is the upper bound). ``progress`` gets each record as its request
+        ends (the records are kept too); ``stop_when``, asked before each send, ends sending.
 
         Raises:
             ServerError: The handle was stopped.
         """
         if not handle.running:
             raise ServerError(f"{self.name}: cannot measure a stopped engine; start it first")
+        ended: list[RequestRecord] = []
+
+        def sink(record: RequestRecord) -> None:
+            ended.append(record)
+            if progress is not None:
+                progress(record)
+
         run = run_virtual(workload, self.scenario, self.engine_args(handle.config),
                           stream=stream, seed=self.seed, noise=self.noise,
                           faults=self._started_faults(),
                           repeat=handle.measurements if repeat is None else repeat,
-                          elapsed_before_s=self.elapsed_s, send_for_s=duration_s)
+                          elapsed_before_s=self.elapsed_s, send_for_s=duration_s,
+                          sink=None if progress is None else sink, stop_when=stop_when)
+        if progress is not None:  # the sink took them as they ended; request order, as without
+            run = replace(run, records=sorted(ended, key=lambda r: r.index))
         handle.measurements += 1
         self.elapsed_s += run.duration_ns / 1e9
         return run

@@ -55,7 +55,7 @@ def handle(ctx: TunerContext) -> Event:
     if rs.fingerprint is None and rs.kept_trial is None:  # once, before the first baseline
         warm_start(ctx)  # the benchmark settings are final now
     objective = ctx.objective.name
-    initial = ctx.config.gate.initial_repeats
+    initial = 1 if ctx.capacity else ctx.config.gate.initial_repeats
     while True:  # resumable: repeats journalled before a crash are in rs.baseline_values
         if rs.baseline_invalid >= INVALID_IN_A_ROW:
             rs.reason = (f"the baseline failed validation {INVALID_IN_A_ROW} times in a row: "
@@ -72,12 +72,13 @@ def handle(ctx: TunerContext) -> Event:
     rs.kept = dict(params)
     rs.kept_values = {k: list(v) for k, v in values.items()}
     for name, series in values.items():
-        if name in ctx.gated:  # an SLO metric may be 0 (no relative noise) or sparse
-            rs.sigma[name] = estimate_noise(series).sigma  # all repeats, not the first
+        if name in ctx.gated and len(series) >= 2:  # an SLO metric may be 0 or sparse; a
+            rs.sigma[name] = estimate_noise(series).sigma  # capacity search has its interval
     if rs.kept_trial is None:
         _register(ctx, params, values)
-    ctx.say(f"baseline: {objective} {mean(values[objective]):.1f} over "
-            f"{len(values[objective])} repeats, sigma {rs.sigma.get(objective, 0):.2%}")
+    if not ctx.capacity:  # a capacity search said its answer and interval itself
+        ctx.say(f"baseline: {objective} {mean(values[objective]):.1f} over "
+                f"{len(values[objective])} repeats, sigma {rs.sigma.get(objective, 0):.2%}")
     rs.baseline_values, rs.baseline_invalid = {}, 0
     return Event.OK
 
@@ -106,8 +107,16 @@ def _metric_missing(ctx: TunerContext, result: Measurement) -> bool:
 
 
 def _plan(ctx: TunerContext, values: dict[str, list[float]]) -> int:
-    """Repeats per arm the power analysis asks for, from the first repeats' noise."""
+    """Repeats per arm the power analysis asks for, from the first repeats' noise (one
+    capacity search per config: its interval carries its noise, and the gate compares
+    intervals)."""
     rs, gate = ctx.rs, ctx.config.gate
+    if ctx.capacity:
+        if rs.repeats != 1:
+            rs.repeats = 1
+            ctx.say("repeats per config: 1 capacity search (the gate compares the searches' "
+                    "intervals)")
+        return 1
     for name, series in values.items():
         if name in ctx.gated:
             rs.sigma[name] = estimate_noise(series).sigma

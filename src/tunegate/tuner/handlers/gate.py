@@ -3,11 +3,14 @@
 The ``gate`` decider re-derives the verdict from the record (fixed-n or sequential,
 :mod:`tunegate.tuner.gating`). A candidate the gate accepts is kept only when it meets every
 ``[search] slos`` rule the kept config meets (the ``slo_guard`` decider); otherwise its trial
-ends ``SLO_MISSED`` and it is rolled back like a rejection.
+ends ``SLO_MISSED`` and it is rolled back like a rejection. Under the capacity objective the
+``capacity_gate`` decider compares the two capacity searches' intervals instead
+(:mod:`tunegate.tuner.capacity_gate`); the targets are inside each search.
 """
 
 from __future__ import annotations
 
+from tunegate.tuner import capacity_gate
 from tunegate.tuner.context import TunerContext
 from tunegate.tuner.decisions import DecisionKind
 from tunegate.tuner.gating import gate_record
@@ -24,6 +27,8 @@ _EVENT = {TrialVerdict.ACCEPT: Event.ACCEPT, TrialVerdict.REJECT: Event.REJECT,
 def handle(ctx: TunerContext) -> Event:
     rs = ctx.rs
     assert rs.candidate is not None
+    if ctx.capacity:
+        return _capacity(ctx)
     record = gate_record(ctx).to_dict()
     verdict, gate_id = ctx.decide(DecisionKind.GATE_VERDICT, "gate", {"record": record})
     rs.trial_decisions["gate"] = gate_id
@@ -37,6 +42,24 @@ def handle(ctx: TunerContext) -> Event:
     outcome = TrialVerdict(verdict["decision"])
     if outcome is TrialVerdict.ACCEPT and not _meets_kept_slos(ctx, gate_id):
         outcome = TrialVerdict.SLO_MISSED
+    finish_trial(ctx, outcome)
+    return _EVENT[outcome]
+
+
+def _capacity(ctx: TunerContext) -> Event:
+    """The capacity objective's gate: the two searches' intervals compared
+    (:mod:`tunegate.tuner.capacity_gate`, the ``capacity_gate`` decider)."""
+    rs, gate = ctx.rs, ctx.config.gate
+    assert rs.candidate is not None and ctx.config.capacity is not None
+    inputs = {"trial": rs.candidate.trial, "kept": capacity_gate.interval(rs.kept_values),
+              "candidate": capacity_gate.interval(rs.candidate_values),
+              "threshold": gate.floor, "alpha": gate.alpha,
+              "confidence": ctx.config.capacity.confidence}
+    verdict, gate_id = ctx.decide(DecisionKind.GATE_VERDICT, "capacity_gate", inputs)
+    rs.trial_decisions["gate"] = gate_id
+    rs.gate_evidence = {k: verdict[k] for k in ("effect", "threshold", "p_adjusted")}
+    ctx.say(f"gate: {verdict['decision']} ({verdict['reason']})")
+    outcome = TrialVerdict(verdict["decision"])
     finish_trial(ctx, outcome)
     return _EVENT[outcome]
 

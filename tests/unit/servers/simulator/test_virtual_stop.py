@@ -125,3 +125,20 @@ def test_noisy_runs_stop_too_and_are_reproducible(workload: WorkloadFactory) -> 
         runs.append(seen)
     assert 9 <= len(runs[0]) < 64
     assert [r.to_dict() for r in runs[0]] == [r.to_dict() for r in runs[1]]
+
+
+def test_the_engine_hears_each_record_and_stops_sending_as_the_hook_says(
+        workload: WorkloadFactory) -> None:
+    """``VirtualSimulator.measure(stop_when=, progress=)``, what the tuner's capacity probes
+    use: ``progress`` hears every record as it ends, and the records come back in request
+    order, as a run without the hook returns them."""
+    from tunegate.servers.adapters import ServerConfig, VirtualSimulator
+
+    simulator = VirtualSimulator("fast", noise=False)
+    handle = simulator.start(ServerConfig("m", {}))
+    heard: list[RequestRecord] = []
+    run = simulator.measure(handle, workload(n=64, concurrency=8), progress=heard.append,
+                            stop_when=lambda: len(heard) >= 10)
+    assert 10 <= len(heard) < 64
+    assert run.records == sorted(heard, key=lambda r: r.index)
+    assert [r.index for r in run.records] == list(range(len(heard)))
