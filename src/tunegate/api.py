@@ -410,9 +410,9 @@ class BenchProbes:
     def check(self, plan: CapacityPlan) -> None:
         """Build the workloads of probes at ``plan``'s lowest and highest loads, so a range
         ``bench`` cannot run is refused before the first probe, naming the flag."""
-        for flag, load in (("--min-load", plan.min_load), ("--max-load", plan.max_load)):
-            from tunegate.capacity.workloads import probe_workload
+        from tunegate.capacity.workloads import probe_workload
 
+        for flag, load in (("--min-load", plan.min_load), ("--max-load", plan.max_load)):
             requests, warmup = plan.probe_size(load)
             try:
                 probe_workload(self.options.workload, plan, load, plan.seed)

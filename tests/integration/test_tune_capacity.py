@@ -199,9 +199,14 @@ def test_a_run_stopped_inside_a_search_resumes_from_its_probes(tmp_path: Path) -
     assert len({m["records_file"] for m in probes}) == len(probes)  # none measured twice
     assert [m["role"] for m in records].count("capacity_anchor") == 1  # nor the burst
     baseline = next(m for m in records if m.get("capacity_search") == 0)
-    assert baseline["summary"]["capacity_reused_probes"] == 3
     document = json.loads((run_dir / baseline["records_file"]).read_text(encoding="utf-8"))
     assert [p["load"] for p in document["probes"][:3]] == [m["probe"]["load"] for m in before]
+    # the search's own probes and cost, before the crash included; none reused from another
+    assert baseline["summary"]["capacity_reused_probes"] == 0
+    assert baseline["values"]["capacity_probes"] == len(document["probes"])
+    [anchor] = [m for m in records if m["role"] == "capacity_anchor"]
+    assert baseline["values"]["capacity_benchmark_s"] == pytest.approx(
+        anchor["benchmark_s"] + sum(p["benchmark_s"] for p in document["probes"]), abs=0.01)
     assert verify_run(run_dir).problems == []
 
 

@@ -52,8 +52,9 @@ PROBE_ROLE = "capacity_probe"
 ANCHOR_ROLE = "capacity_anchor"
 KEYS = ("capacity", "capacity_ci_low", "capacity_ci_high", "capacity_benchmark_s",
         "capacity_probes")
-"""The values of a capacity evaluation, as a repeat's metrics (``capacity_probes``: probes it
-measured itself, reused ones not counted)."""
+"""The values of a capacity evaluation, as a repeat's metrics (``capacity_probes`` and
+``capacity_benchmark_s``: the probes of this search, before a crash included, and what they
+cost; probes reused from an earlier search of the config are counted there)."""
 FRESH_ROLES = frozenset({"recheck"})
 """Evaluations that never reuse earlier probes: a drift re-check asks whether they still hold."""
 
@@ -116,7 +117,8 @@ class _EngineProbes:
                         "records_file": result.records_file,
                         "records_sha256": result.records_sha256,
                         "search": self.search, "config": self.key,
-                        "epoch": ctx.rs.capacity_epoch, "values": {}}
+                        "epoch": ctx.rs.capacity_epoch, "benchmark_s": round(span, 3),
+                        "values": {}}
         self.warnings = [f for f in result.validation.findings if f.severity is not Severity.ERROR]
         return ProbeRun(records=records, valid=result.valid, findings=errors,
                         benchmark_s=max(span, 0.0), summary=result.summary, stopped=stopped,
@@ -145,22 +147,24 @@ class _EngineProbes:
         self.ctx.rs.absorb(record)
 
 
-def _journalled(ctx: TunerContext, key: str) -> list[dict[str, Any]]:
-    """The journal records of the probes of config ``key`` since the last drift, in order."""
+def _journalled(ctx: TunerContext, key: str, role: str = PROBE_ROLE) -> list[dict[str, Any]]:
+    """The journal records of the probes (or anchors) of config ``key`` since the last drift,
+    in order."""
     assert ctx.journal is not None
     epoch = ctx.rs.capacity_epoch
     return [r.data for r in ctx.journal.records
-            if r.type == "measurement" and r.data.get("role") == PROBE_ROLE
+            if r.type == "measurement" and r.data.get("role") == role
             and r.data.get("config") == key and r.data.get("epoch") == epoch]
 
 
-def _prior(ctx: TunerContext, key: str, role: str, search: int) -> list[Probe]:
-    """The probes this search goes on from, renumbered in the order measured."""
+def _prior(ctx: TunerContext, key: str, role: str, search: int) -> tuple[list[Probe], int]:
+    """The probes this search goes on from, renumbered in the order measured (earlier
+    searches' first, then its own from before a crash), and how many are earlier searches'."""
     journalled = _journalled(ctx, key)
-    if role in FRESH_ROLES:
-        journalled = [p for p in journalled if p["search"] == search]
+    earlier = [p for p in journalled if p["search"] != search and role not in FRESH_ROLES]
+    own = [p for p in journalled if p["search"] == search]
     return [dataclasses.replace(Probe.from_json(p["probe"]), index=i)
-            for i, p in enumerate(journalled)]
+            for i, p in enumerate([*earlier, *own])], len(earlier)
 
 
 def pooled_answer(ctx: TunerContext, params: Mapping[str, Any]) -> CapacityResult | None:
@@ -183,7 +187,9 @@ def pooled_answer(ctx: TunerContext, params: Mapping[str, Any]) -> CapacityResul
 def _validation(result: CapacityResult, warnings: list[Any],
                 invalid: list[str]) -> ValidationReport:
     """The evaluation's gauge report: the counted probes' warnings (each code once) and,
-    when the search gave no answer, why (the invalid probes' findings)."""
+    when the search gave no answer, why (the invalid probes' findings) as the error
+    ``capacity_no_answer``, the tuner's own code (not one of the gauge's ``CODES``): it is
+    what makes the evaluation invalid, so VALIDATE discards it with its reason."""
     from tunegate.gauge.findings import Finding
 
     seen: dict[str, Any] = {}
@@ -215,7 +221,7 @@ def measure_capacity(ctx: TunerContext, role: str, params: Mapping[str, Any], tr
     plan = section.plan(seed=ctx.config.workload.seed + 1000 * search,
                         start=start_load(ctx, role))
     source = _EngineProbes(ctx, params, search, key, ctx.config.workload)
-    prior = _prior(ctx, key, role, search)
+    prior, reused = _prior(ctx, key, role, search)
     warnings: list[Any] = []
     invalid: list[str] = []
 
@@ -228,19 +234,19 @@ def measure_capacity(ctx: TunerContext, role: str, params: Mapping[str, Any], tr
     result = find_capacity(source, plan, prior=prior, on_probe=on_probe)
     if result.status == "interrupted":
         raise KeyboardInterrupt("interrupted during a capacity search")
-    new = [p for p in result.probes if p.index >= len(prior)]
-    spent = sum(p.benchmark_s for p in new) + (result.anchor.benchmark_s
-                                                if result.anchor else 0.0)
-    document = result.to_json() | {"role": role, "trial": trial, "reused_probes": len(prior)}
+    own = [p for p in result.probes if p.index >= reused]  # resumed ones included
+    anchors = [a for a in _journalled(ctx, key, ANCHOR_ROLE) if a["search"] == search]
+    spent = sum(p.benchmark_s for p in own) + sum(float(a["benchmark_s"]) for a in anchors)
+    document = result.to_json() | {"role": role, "trial": trial, "reused_probes": reused}
     relative = Path("measurements") / f"{name}.json"
     written = atomic_write_json(ctx.run_dir / relative, document)
     values = {"capacity": result.capacity, "capacity_ci_low": result.ci_low,
               "capacity_ci_high": result.ci_high,
-              "capacity_benchmark_s": round(spent, 3), "capacity_probes": float(len(new))}
+              "capacity_benchmark_s": round(spent, 3), "capacity_probes": float(len(own))}
     summary = {**values, "capacity_status": result.status,
                "capacity_binding_slo": result.binding, "capacity_unit": plan.unit,
-               "capacity_reused_probes": len(prior)}
-    ctx.say(_line(role, trial, result, len(new), len(prior), spent))
+               "capacity_reused_probes": reused}
+    ctx.say(_line(role, trial, result, len(own), reused, spent))
     return Measurement(summary, _validation(result, warnings, invalid), str(relative), None,
                        written)
 

@@ -114,6 +114,9 @@ def capacity_objective_complaint(config: TuneConfig) -> str | None:
     if config.objective.direction != "higher":
         return ('[objective] metric = "capacity": direction must be "higher" (more load '
                 "within the targets)")
+    probes = _probes_build(config, config.capacity)
+    if probes is not None:
+        return probes
     others = [name for name, given in (
         ("[[guardrails]]", config.guardrails), ("[search] objectives", config.search.objectives),
         ("[search] slos", config.search.slos), ("[attribution]", config.attribution)) if given]
@@ -121,6 +124,28 @@ def capacity_objective_complaint(config: TuneConfig) -> str | None:
         return (f"{', '.join(others)}: not with the capacity objective; its latency targets "
                 "are [capacity] slo, and each evaluation is a search over loads, not one "
                 "repeat those could read")
+    return None
+
+
+def _probes_build(config: TuneConfig, section: CapacitySection) -> str | None:
+    """Why a probe at ``min_load`` or ``max_load`` could not be built from ``[workload]``
+    (more requests or streams than a benchmark takes), or ``None``: refused when the config
+    loads, not in the middle of a search."""
+    import pydantic
+
+    from tunegate.capacity.workloads import probe_workload
+
+    plan = section.plan(seed=0)
+    for name, load in (("min_load", plan.min_load), ("max_load", plan.max_load)):
+        try:
+            probe_workload(config.workload, plan, load, 0)
+        except pydantic.ValidationError as exc:
+            requests, warmup = plan.probe_size(load)
+            why = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ")
+                            for e in exc.errors())
+            return (f"capacity.{name} {load:g}: a probe there would be {requests} requests "
+                    f"({warmup} warm-up) at {load:g} {plan.unit}, which a benchmark refuses: "
+                    f"{why}")
     return None
 
 

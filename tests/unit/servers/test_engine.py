@@ -85,3 +85,34 @@ def _alive(pid: int) -> bool:
 
 def test_a_process_engine_snapshot_names_no_group_when_nothing_runs() -> None:
     assert ProcessEngine(VirtualSimulator("fast"), "p").snapshot() == {"pgid": None}
+
+
+def test_a_process_engine_hands_the_stop_hook_and_each_record_to_the_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a capacity probe over real sockets relies on: the load generator gets the hook
+    that stops sending and the callback that hears each record (no server needed here: the
+    client is replaced by one that calls them as a run would)."""
+    from tunegate.loadgen.lag import LagSummary
+    from tunegate.loadgen.records import Outcome, RequestRecord
+    from tunegate.loadgen.runner import RunResult
+    from tunegate.servers import engine as engine_module
+
+    def fake_run_workload(workload: object, client: object, **kwargs: object) -> RunResult:
+        progress, stop_when = kwargs["progress"], kwargs["stop_when"]
+        assert callable(progress) and callable(stop_when)
+        records = []
+        for index in range(4):
+            if stop_when():
+                break
+            record = RequestRecord(index=index, warmup=False, outcome=Outcome.COMPLETE,
+                                   streamed=True, t_send_ns=index, t_end_ns=index + 1)
+            progress(record)
+            records.append(record)
+        return RunResult(records=records, started_ns=0, ended_ns=4, lag=LagSummary.empty())
+
+    monkeypatch.setattr(engine_module, "run_workload", fake_run_workload)
+    heard: list[int] = []
+    run = ProcessEngine(VirtualSimulator("fast"), "p").measure(
+        ServerConfig("m", {}), WORKLOAD, BenchSettings(), repeat=0,
+        progress=lambda r: heard.append(r.index), stop_when=lambda: len(heard) >= 2)
+    assert heard == [0, 1] and [r.index for r in run.records] == [0, 1]

@@ -91,6 +91,8 @@ def test_a_start_from_the_kept_capacity_is_kept_inside_the_range(tmp_path: Path)
     (CAPACITY + "min_load = 50\nmax_load = 10\n", "min_load 50 and max_load 10"),
     (CAPACITY + "resolution = 0.9\n", "resolution 0.9"),
     (CAPACITY + "slos = []\n", "capacity.slos"),
+    (CAPACITY + 'by = "concurrency"\nmax_load = 300000\n',
+     "capacity.max_load 300000: a probe there would be 1200000 requests"),
 ])
 def test_what_the_capacity_objective_refuses_is_one_line_naming_the_field(
         tmp_path: Path, extra: str, says: str) -> None:
