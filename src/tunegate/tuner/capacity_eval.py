@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tunegate.capacity import CapacityPlan, CapacityResult, Probe, ProbeRun, find_capacity
 from tunegate.capacity.probe import server_died
@@ -37,15 +37,17 @@ from tunegate.files.atomic import atomic_write_json
 from tunegate.gauge import ValidationReport
 from tunegate.gauge.findings import Severity
 from tunegate.loadgen.records import RequestRecord
+from tunegate.servers.adapters import ServerConfig
+from tunegate.servers.engine import BenchSettings, Engine
+from tunegate.tuner.config import TuneConfig
 from tunegate.tuner.digest import digest
+from tunegate.tuner.journal import Journal
 from tunegate.tuner.measure import Measurement, measure_records
+from tunegate.tuner.runstate import RunState
 from tunegate.workload import build_workload
 from tunegate.workload.config import WorkloadConfig
 
-if TYPE_CHECKING:
-    from tunegate.tuner.context import TunerContext
-
-__all__ = ["ANCHOR_ROLE", "KEYS", "PROBE_ROLE", "capacity_key", "measure_capacity",
+__all__ = ["ANCHOR_ROLE", "KEYS", "PROBE_ROLE", "TuneRun", "capacity_key", "measure_capacity",
            "pooled_answer", "start_load"]
 
 PROBE_ROLE = "capacity_probe"
@@ -59,12 +61,32 @@ FRESH_ROLES = frozenset({"recheck"})
 """Evaluations that never reuse earlier probes: a drift re-check asks whether they still hold."""
 
 
+class TuneRun(Protocol):
+    """What an evaluation needs of the run (:class:`~tunegate.tuner.context.TunerContext`
+    has it; named here so that this module does not import the context, which calls it)."""
+
+    config: TuneConfig
+    rs: RunState
+    engine: Engine
+    run_dir: Path
+    journal: Journal | None
+
+    @property
+    def say(self) -> Callable[[str], None]: ...
+
+    def server_config(self, params: Mapping[str, Any]) -> ServerConfig: ...
+
+    def engine_params(self, params: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def bench_settings(self) -> BenchSettings: ...
+
+
 def capacity_key(params: Mapping[str, Any], bench: Mapping[str, Any]) -> str:
     """Which probes belong to one config: its engine parameters and benchmark settings."""
     return digest({"params": dict(params), "bench": dict(bench)})
 
 
-def start_load(ctx: TunerContext, role: str) -> float | None:
+def start_load(ctx: TuneRun, role: str) -> float | None:
     """Where a search starts: the kept capacity raised by the gate's threshold for a
     candidate (the load it must hold to win), the kept capacity for the kept config again,
     and ``None`` (the burst, or ``[capacity] start``) before anything is kept or with
@@ -80,7 +102,7 @@ class _EngineProbes:
     """A :class:`~tunegate.capacity.ProbeSource` over the tuner's engine: each probe one
     journalled measurement of the running config."""
 
-    def __init__(self, ctx: TunerContext, params: Mapping[str, Any], search: int, key: str,
+    def __init__(self, ctx: TuneRun, params: Mapping[str, Any], search: int, key: str,
                  base: WorkloadConfig) -> None:
         self.ctx, self.params, self.search, self.key, self.base = ctx, params, search, key, base
         self.description = f"{ctx.engine.service_id} (tune)"
@@ -147,7 +169,7 @@ class _EngineProbes:
         self.ctx.rs.absorb(record)
 
 
-def _journalled(ctx: TunerContext, key: str, role: str = PROBE_ROLE) -> list[dict[str, Any]]:
+def _journalled(ctx: TuneRun, key: str, role: str = PROBE_ROLE) -> list[dict[str, Any]]:
     """The journal records of the probes (or anchors) of config ``key`` since the last drift,
     in order."""
     assert ctx.journal is not None
@@ -157,7 +179,7 @@ def _journalled(ctx: TunerContext, key: str, role: str = PROBE_ROLE) -> list[dic
             and r.data.get("config") == key and r.data.get("epoch") == epoch]
 
 
-def _prior(ctx: TunerContext, key: str, role: str, search: int) -> tuple[list[Probe], int]:
+def _prior(ctx: TuneRun, key: str, role: str, search: int) -> tuple[list[Probe], int]:
     """The probes this search goes on from, renumbered in the order measured (earlier
     searches' first, then its own from before a crash), and how many are earlier searches'."""
     journalled = _journalled(ctx, key)
@@ -167,7 +189,7 @@ def _prior(ctx: TunerContext, key: str, role: str, search: int) -> tuple[list[Pr
             for i, p in enumerate([*earlier, *own])], len(earlier)
 
 
-def pooled_answer(ctx: TunerContext, params: Mapping[str, Any]) -> CapacityResult | None:
+def pooled_answer(ctx: TuneRun, params: Mapping[str, Any]) -> CapacityResult | None:
     """The answer of every probe of ``params`` since the last drift, in one fit: after a
     re-check that agrees with the kept config, its probes and the earlier ones measure the same
     curve, so pooling them narrows the interval every later gate compares against. ``None``
@@ -205,7 +227,7 @@ def _validation(result: CapacityResult, warnings: list[Any],
     return ValidationReport(tuple(findings))
 
 
-def measure_capacity(ctx: TunerContext, role: str, params: Mapping[str, Any], trial: int | None,
+def measure_capacity(ctx: TuneRun, role: str, params: Mapping[str, Any], trial: int | None,
                      name: str) -> Measurement:
     """One capacity search of the running ``params`` (module docstring); the caller journals
     the returned evaluation as the repeat.

@@ -314,7 +314,15 @@ class TuneConfig(Strict):
 
     @model_validator(mode="after")
     def _capacity_objective_alone(self) -> TuneConfig:
-        complaint = capacity_objective_complaint(self)
+        named = [g.metric for g in self.guardrails] + [
+            o.metric for o in self.search.extra_objectives()] + (
+            self.attribution.metrics if self.attribution else [])
+        beside = [name for name, given in (
+            ("[[guardrails]]", self.guardrails), ("[search] objectives", self.search.objectives),
+            ("[search] slos", self.search.slos), ("[attribution]", self.attribution)) if given]
+        complaint = capacity_objective_complaint(
+            self.objective.metric, self.objective.direction, self.capacity, self.workload,
+            named_elsewhere=named, beside=beside)
         if complaint is not None:
             raise ValueError(complaint)
         return self

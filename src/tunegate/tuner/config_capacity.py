@@ -9,6 +9,7 @@ of its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -17,10 +18,10 @@ from tunegate.errors import ConfigError
 from tunegate.metrics.slo_spec import DEFAULT_ATTAINMENT, parse_slo_specs
 from tunegate.tuner.config_search import Strict
 from tunegate.tuner.metric_names import CAPACITY
+from tunegate.workload.config import WorkloadConfig
 
 if TYPE_CHECKING:  # the capacity stage loads SciPy: imported where a plan is built
     from tunegate.capacity import CapacityPlan
-    from tunegate.tuner.config import TuneConfig
 
 __all__ = ["CAPACITY", "CapacitySection", "capacity_objective_complaint"]
 
@@ -88,46 +89,51 @@ class CapacitySection(Strict):
         return CapacityPlan(self.by, slos, start=first, **settings)
 
 
-def capacity_objective_complaint(config: TuneConfig) -> str | None:
+def capacity_objective_complaint(objective: str, direction: str,
+                                 section: CapacitySection | None, workload: WorkloadConfig, *,
+                                 named_elsewhere: Sequence[str],
+                                 beside: Sequence[str]) -> str | None:
     """What is wrong with the capacity objective's settings, or ``None``.
 
     ``metric = "capacity"`` makes every evaluation a capacity search under ``[capacity]``: a
     load the search chooses, no single repeat whose other metrics a guardrail, an extra
     objective or an SLO could read. Those are refused, and capacity anywhere but
     ``[objective]``.
+
+    Args:
+        objective, direction: ``[objective]``.
+        section: ``[capacity]``.
+        workload: ``[workload]``, which every probe's workload is built from.
+        named_elsewhere: The metrics named outside ``[objective]`` (guardrails, extra
+            objectives, attribution metrics).
+        beside: The sections set that judge one repeat's metrics (``[[guardrails]]``,
+            ``[search] slos``...).
     """
-    if config.objective.metric != CAPACITY:
-        named = [g.metric for g in config.guardrails] + [
-            o.metric for o in config.search.extra_objectives()] + (
-            config.attribution.metrics if config.attribution else [])
-        if CAPACITY in named:
+    if objective != CAPACITY:
+        if CAPACITY in named_elsewhere:
             return ("capacity is an [objective] metric only: it is the answer of a whole "
                     "capacity search, not a figure of one repeat")
-        if config.capacity is not None:
-            return ("[capacity] is set but [objective] metric is "
-                    f"{config.objective.metric!r}; set metric = \"capacity\" to tune for it, "
-                    "or remove [capacity]")
+        if section is not None:
+            return (f"[capacity] is set but [objective] metric is {objective!r}; set metric = "
+                    '"capacity" to tune for it, or remove [capacity]')
         return None
-    if config.capacity is None:
+    if section is None:
         return ('[objective] metric = "capacity" needs a [capacity] section with at least its '
                 'targets, e.g. slo = ["ttft_p99:500", "tpot_mean:50"]')
-    if config.objective.direction != "higher":
+    if direction != "higher":
         return ('[objective] metric = "capacity": direction must be "higher" (more load '
                 "within the targets)")
-    probes = _probes_build(config, config.capacity)
+    probes = _probes_build(workload, section)
     if probes is not None:
         return probes
-    others = [name for name, given in (
-        ("[[guardrails]]", config.guardrails), ("[search] objectives", config.search.objectives),
-        ("[search] slos", config.search.slos), ("[attribution]", config.attribution)) if given]
-    if others:
-        return (f"{', '.join(others)}: not with the capacity objective; its latency targets "
+    if beside:
+        return (f"{', '.join(beside)}: not with the capacity objective; its latency targets "
                 "are [capacity] slo, and each evaluation is a search over loads, not one "
                 "repeat those could read")
     return None
 
 
-def _probes_build(config: TuneConfig, section: CapacitySection) -> str | None:
+def _probes_build(workload: WorkloadConfig, section: CapacitySection) -> str | None:
     """Why a probe at ``min_load`` or ``max_load`` could not be built from ``[workload]``
     (more requests or streams than a benchmark takes), or ``None``: refused when the config
     loads, not in the middle of a search."""
@@ -138,7 +144,7 @@ def _probes_build(config: TuneConfig, section: CapacitySection) -> str | None:
     plan = section.plan(seed=0)
     for name, load in (("min_load", plan.min_load), ("max_load", plan.max_load)):
         try:
-            probe_workload(config.workload, plan, load, 0)
+            probe_workload(workload, plan, load, 0)
         except pydantic.ValidationError as exc:
             requests, warmup = plan.probe_size(load)
             why = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ")
