@@ -67,6 +67,7 @@ probe_requests = 60
 warmup = 5
 max_probes = 8
 resolution = 0.1
+start_from = "kept"
 """
 
 
@@ -133,6 +134,22 @@ def test_a_candidate_search_starts_at_the_kept_capacity_raised_by_the_threshold(
         baseline["values"]["capacity"] * 1.03, rel=1e-3)  # loads are rounded to 4 digits
     anchors = [m for m in records if m["role"] == "capacity_anchor"]
     assert [a["search"] for a in anchors] == [0]  # only the first search needs a burst
+
+
+def test_a_candidate_search_ends_once_it_cannot_beat_the_kept_capacity(
+        finished: tuple[Any, Path]) -> None:
+    """Its plan's ``stop_below`` is what it must beat; a search that ended ``below`` has its
+    whole interval under it; the kept config's own searches have no such bound."""
+    _, run_dir = finished
+    searches = [m for m in measurements(run_dir) if "capacity_search" in m]
+    documents = [json.loads((run_dir / m["records_file"]).read_text(encoding="utf-8"))
+                 for m in searches]
+    assert documents[0]["plan"]["stop_below"] is None  # the baseline
+    must_beat = documents[1]["plan"]["stop_below"]
+    assert must_beat == pytest.approx(searches[0]["values"]["capacity"] * 1.03, rel=1e-9)
+    for document in documents[1:]:
+        if document["status"] == "below":
+            assert document["ci_high"] < document["plan"]["stop_below"]
 
 
 def test_every_probe_is_a_journalled_vouched_measurement(finished: tuple[Any, Path]) -> None:
@@ -234,15 +251,33 @@ def test_a_re_check_that_agrees_pools_the_kept_configs_probes(tmp_path: Path) ->
     assert f"capacity {capacity:g} [{low:g}, {high:g}]" in line
 
 
+class AgedAtRestart(VirtualEngine):
+    """``simulator-virtual`` whose machine is at least ``age_s`` old from its first restart on
+    (the baseline ran before, everything after the first candidate's start runs after)."""
+
+    def __init__(self, engine: VirtualEngine, age_s: float) -> None:
+        super().__init__(engine.simulator, engine.service_id)
+        self.age_s = age_s
+
+    def restart(self, config: ServerConfig, fallback: ServerConfig, log_dir: Path, *,
+                budget: float | None) -> Any:
+        self.simulator.elapsed_s = max(self.simulator.elapsed_s, self.age_s)
+        return super().restart(config, fallback, log_dir, budget=budget)
+
+
 def test_a_drift_between_searches_re_baselines_with_fresh_probes(tmp_path: Path) -> None:
-    """``drift-step`` loses 8% of its throughput at machine age 3600 s, during trial 1 here:
-    the re-check's interval disagrees with the kept one, so the run re-baselines, and the new
-    baseline reuses none of the probes measured before the drift."""
+    """``drift-step`` loses 8% of its throughput at machine age 3600 s, here between the
+    baseline and trial 1: the re-check's interval disagrees with the kept one, so the run
+    re-baselines, and the new baseline reuses none of the probes measured before the drift."""
     example = (EXAMPLES / "tune-capacity.toml").read_text(encoding="utf-8")
     path = tmp_path / "tune.toml"
     path.write_text(example.replace('scenario = "h100-8b"', 'scenario = "drift-step"')
                     .replace("budget = 6", "budget = 1\nrecheck_every = 1"), encoding="utf-8")
-    rs = driver.Tuner(load_config(path), tmp_path / "run", lock_dir=tmp_path / "locks").run()
+    config = load_config(path)
+    virtual = driver.default_engine(config, tmp_path / "run")
+    assert isinstance(virtual, VirtualEngine)
+    rs = driver.Tuner(config, tmp_path / "run", engine=AgedAtRestart(virtual, 3600.0),
+                      lock_dir=tmp_path / "locks").run()
     assert rs.state.value == "budget_exhausted", rs.reason
     records = measurements(tmp_path / "run")
     searches = [m for m in records if "capacity_search" in m]
@@ -258,10 +293,13 @@ def test_a_drift_between_searches_re_baselines_with_fresh_probes(tmp_path: Path)
     assert replay_decisions(tmp_path / "run" / "decisions.jsonl", deciders.REGISTRY) == []
 
 
-def test_start_from_burst_locates_every_search_by_its_own_burst(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start_from", ["burst", "auto"])  # auto: the burst by rate
+def test_start_from_burst_locates_every_search_by_its_own_burst(tmp_path: Path,
+                                                                start_from: str) -> None:
     run_dir = tmp_path / "run"
     path = tmp_path / "tune.toml"
-    path.write_text(CONFIG.replace("budget = 2", "budget = 1") + 'start_from = "burst"\n',
+    path.write_text(CONFIG.replace("budget = 2", "budget = 1")
+                    .replace('start_from = "kept"', f'start_from = "{start_from}"'),
                     encoding="utf-8")
     rs = driver.Tuner(load_config(path), run_dir, lock_dir=tmp_path / "locks").run()
     assert rs.state.value == "budget_exhausted", rs.reason

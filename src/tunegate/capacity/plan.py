@@ -64,6 +64,9 @@ class CapacityPlan:
         budget_s: Most benchmark-seconds in all (virtual seconds on the simulator).
         seed: Workload seed of the first probe; probe ``i`` uses ``seed + i``, so repeated
             loads see fresh requests and arrivals.
+        stop_below: A load the answer only matters above: the search stops (``below``) once
+            its whole interval lies below it. The tuner sets it to what a candidate must
+            beat, so a config that cannot win is not measured to the resolution.
     """
 
     by: Knob
@@ -78,12 +81,14 @@ class CapacityPlan:
     max_probes: int
     budget_s: float | None
     seed: int
+    stop_below: float | None
 
     def __init__(self, by: Knob, slos: tuple[SloSpec, ...], *, start: float | None = None,
                  min_load: float | None = None, max_load: float | None = None,
                  resolution: float = 0.05, confidence: float = 0.95,
                  probe_requests: int | None = None, warmup: int | None = None,
-                 max_probes: int = 20, budget_s: float | None = None, seed: int = 0) -> None:
+                 max_probes: int = 20, budget_s: float | None = None, seed: int = 0,
+                 stop_below: float | None = None) -> None:
         """``None`` takes the default: the knob's range (:data:`DEFAULT_RANGE`),
         :func:`requests_for` the targets, 5% warm-up (at least 10)."""
         low, high = DEFAULT_RANGE[by]
@@ -94,7 +99,8 @@ class CapacityPlan:
                  "resolution": resolution, "confidence": confidence,
                  "probe_requests": requests,
                  "warmup": max(10, math.ceil(0.05 * requests)) if warmup is None else warmup,
-                 "max_probes": max_probes, "budget_s": budget_s, "seed": seed}
+                 "max_probes": max_probes, "budget_s": budget_s, "seed": seed,
+                 "stop_below": stop_below}
         for name, value in given.items():
             object.__setattr__(self, name, value)
         self._check()
@@ -144,4 +150,5 @@ class CapacityPlan:
                 "min_load": self.min_load, "max_load": self.max_load,
                 "resolution": self.resolution, "confidence": self.confidence,
                 "probe_requests": self.probe_requests, "warmup": self.warmup,
-                "max_probes": self.max_probes, "budget_s": self.budget_s, "seed": self.seed}
+                "max_probes": self.max_probes, "budget_s": self.budget_s, "seed": self.seed,
+                "stop_below": self.stop_below}

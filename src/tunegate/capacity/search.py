@@ -10,8 +10,9 @@
    pass above a fail), probe a quarter of the interval of
    :func:`tunegate.stats.boundary.fit_boundary` to either side of its estimate in turn: there a
    verdict tests the interval's ends, and the run-to-run spread, instead of its middle again.
-3. **Stop** when the interval is within +-``resolution`` of the estimate (``resolved``), or the
-   probes or the budget run out.
+3. **Stop** when the interval is within +-``resolution`` of the estimate (``resolved``), when
+   it lies wholly below ``stop_below`` (``below``: a tuning candidate that cannot beat the kept
+   config), or the probes or the budget run out.
 
 A probe stops sending once it has failed for sure (its verdict is all the fit uses), so probes
 over the capacity cost a fraction of their length.
@@ -137,11 +138,18 @@ def decide(plan: CapacityPlan, probes: Sequence[Probe], *, spent_s: float,
 
 def _answered(plan: CapacityPlan, valid: Sequence[Probe]) -> str | None:
     """``at_least`` (passed at the top of the range), ``zero`` (failed at its bottom),
-    ``resolved``, or ``None`` while the probes do not answer yet."""
+    ``resolved``, ``below`` (the interval lies under ``plan.stop_below``), or ``None`` while
+    the probes do not answer yet."""
     if not valid:
         return None
     if all(p.verdict == "pass" for p in valid):
         return "at_least" if max(p.load for p in valid) >= plan.max_load else None
     if all(p.verdict == "fail" for p in valid):
         return "zero" if min(p.load for p in valid) <= plan.min_load else None
-    return "resolved" if _resolved(plan, boundary_of(valid, plan.confidence)) else None
+    boundary = boundary_of(valid, plan.confidence)
+    if _resolved(plan, boundary):
+        return "resolved"
+    if plan.stop_below is not None and boundary.kind == "probit" \
+            and math.exp(boundary.high) < plan.stop_below:
+        return "below"
+    return None

@@ -16,7 +16,10 @@ with its verdict) before the search reads it, so that
   drift forgets every probe (the machine changed);
 - the search of a candidate starts at the kept config's capacity raised by the gate's
   threshold (what it must beat), a re-check at the kept capacity, the first baseline where a
-  short burst says (``[capacity] start`` overrides).
+  short burst says (``[capacity] start`` overrides), unless ``[capacity] start_from`` says
+  every search starts at its burst (by rate, by default: cheaper there, as measured); a
+  candidate's search stops once its interval lies wholly below what it must beat
+  (:func:`must_beat`).
 
 The search's result (``tunegate-capacity/1``, probes and curve) is the evaluation's file,
 vouched by its SHA-256 in the journal like any measurement's records.
@@ -48,7 +51,7 @@ from tunegate.workload import build_workload
 from tunegate.workload.config import WorkloadConfig
 
 __all__ = ["ANCHOR_ROLE", "KEYS", "PROBE_ROLE", "TuneRun", "capacity_key", "measure_capacity",
-           "pooled_answer", "start_load"]
+           "must_beat", "pooled_answer", "start_load"]
 
 PROBE_ROLE = "capacity_probe"
 ANCHOR_ROLE = "capacity_anchor"
@@ -89,13 +92,24 @@ def capacity_key(params: Mapping[str, Any], bench: Mapping[str, Any]) -> str:
 def start_load(ctx: TuneRun, role: str) -> float | None:
     """Where a search starts: the kept capacity raised by the gate's threshold for a
     candidate (the load it must hold to win), the kept capacity for the kept config again,
-    and ``None`` (the burst, or ``[capacity] start``) before anything is kept or with
-    ``[capacity] start_from = "burst"``."""
+    and ``None`` (the burst, or ``[capacity] start``) before anything is kept or when
+    ``[capacity] start_from`` says the burst (by rate, by default)."""
     kept = ctx.rs.kept_values.get("capacity") or []
     section = ctx.config.capacity
-    if not kept or not kept[-1] > 0 or (section is not None and section.start_from == "burst"):
+    if not kept or not kept[-1] > 0 or (section is not None and section.starts_from == "burst"):
         return None
     return float(kept[-1]) * (1 + ctx.config.gate.floor if role == "candidate" else 1.0)
+
+
+def must_beat(ctx: TuneRun, role: str) -> float | None:
+    """The load a candidate must hold to win, the kept capacity raised by the gate's
+    threshold: its search stops once its whole interval lies below it (status ``below``), since
+    measuring it to the resolution would only say by how much it lost. ``None`` for the kept
+    config's own searches, whose answer every later gate uses."""
+    kept = ctx.rs.kept_values.get("capacity") or []
+    if role != "candidate" or not kept or not kept[-1] > 0:
+        return None
+    return float(kept[-1]) * (1 + ctx.config.gate.floor)
 
 
 class _EngineProbes:
@@ -241,7 +255,7 @@ def measure_capacity(ctx: TuneRun, role: str, params: Mapping[str, Any], trial: 
     key = capacity_key(ctx.engine_params(params), rs.bench)
     search = rs.capacity_searches
     plan = section.plan(seed=ctx.config.workload.seed + 1000 * search,
-                        start=start_load(ctx, role))
+                        start=start_load(ctx, role), stop_below=must_beat(ctx, role))
     source = _EngineProbes(ctx, params, search, key, ctx.config.workload)
     prior, reused = _prior(ctx, key, role, search)
     warnings: list[Any] = []

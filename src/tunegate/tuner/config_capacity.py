@@ -41,9 +41,11 @@ class CapacitySection(Strict):
     start: float | None = Field(default=None, gt=0, description="the baseline's first load "
                                 "(default: what a short burst sustains); later configs start "
                                 "near the kept config's capacity")
-    start_from: Literal["kept", "burst"] = Field(
-        default="kept", description="where the searches after the first start: at the kept "
-        "capacity (a candidate's raised by [gate] floor), or where a burst of the config says")
+    start_from: Literal["auto", "kept", "burst"] = Field(
+        default="auto", description="where the searches after the first start: at the kept "
+        "capacity (a candidate's raised by [gate] floor), or where a burst of the config says; "
+        "auto: the burst by rate, the kept capacity by concurrency (the cheaper of the two in "
+        "the README's measurements)")
     resolution: float = 0.05
     confidence: float = 0.95
     probe_requests: int | None = None
@@ -51,6 +53,14 @@ class CapacitySection(Strict):
     max_probes: int = 20
     budget_s: float | None = Field(default=None, description="most benchmark-seconds per "
                                    "evaluation")
+
+    @property
+    def starts_from(self) -> Literal["kept", "burst"]:
+        """``start_from`` with ``auto`` resolved: a rate burst's throughput lands near a rate
+        capacity, while a burst's number in flight says little about a concurrency capacity."""
+        if self.start_from != "auto":
+            return self.start_from
+        return "burst" if self.by == "rate" else "kept"
 
     @field_validator("slo", mode="before")
     @classmethod
@@ -66,8 +76,10 @@ class CapacitySection(Strict):
             raise ValueError(_as_fields(str(exc))) from None
         return self
 
-    def plan(self, *, seed: int, start: float | None = None) -> CapacityPlan:
-        """The search plan (``start``: this evaluation's first load, else ``[capacity] start``).
+    def plan(self, *, seed: int, start: float | None = None,
+             stop_below: float | None = None) -> CapacityPlan:
+        """The search plan (``start``: this evaluation's first load, else ``[capacity] start``;
+        ``stop_below``: the load below which its answer no longer matters).
 
         Raises:
             ConfigError: A target or a range the search refuses.
@@ -78,7 +90,8 @@ class CapacitySection(Strict):
         settings: dict[str, Any] = {"min_load": self.min_load, "max_load": self.max_load,
                     "resolution": self.resolution, "confidence": self.confidence,
                     "probe_requests": self.probe_requests, "warmup": self.warmup,
-                    "max_probes": self.max_probes, "budget_s": self.budget_s, "seed": seed}
+                    "max_probes": self.max_probes, "budget_s": self.budget_s, "seed": seed,
+                    "stop_below": stop_below}
         plan = CapacityPlan(self.by, slos, start=self.start, **settings)
         if start is None:
             return plan

@@ -94,11 +94,11 @@ def test_a_min_load_above_the_default_max_raises_the_default_max_tenfold() -> No
 
 def test_the_plan_reads_back_as_json() -> None:
     plan = CapacityPlan(by="concurrency", slos=P99, start=16, max_probes=12, budget_s=600,
-                        seed=3)
+                        seed=3, stop_below=40.0)
     assert plan.to_json() == {
         "by": "concurrency", "unit": "streams", "start": 16, "min_load": 1.0,
         "max_load": 1024.0, "resolution": 0.05, "confidence": 0.95, "probe_requests": 1000,
-        "warmup": 50, "max_probes": 12, "budget_s": 600, "seed": 3}
+        "warmup": 50, "max_probes": 12, "budget_s": 600, "seed": 3, "stop_below": 40.0}
 
 
 BAD: list[tuple[dict[str, Any], str]] = [

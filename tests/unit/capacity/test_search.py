@@ -255,6 +255,18 @@ def test_a_concurrency_search_is_resolved_at_one_stream() -> None:
     assert decide(plan("concurrency", resolution=0.005), done, spent_s=0).reason == "resolved"
 
 
+def test_stops_below_once_the_whole_interval_lies_under_what_must_be_beaten() -> None:
+    """A tuning candidate's search (``stop_below`` = what it must beat) ends as soon as its
+    interval's upper end is under that load, unresolved; a search without it goes on."""
+    done = probes((10.0, "pass"), (20.0, "fail"))
+    high = math.exp(boundary_of(done, 0.95).high)
+    assert decide(plan(stop_below=high * 1.01), done, spent_s=0).reason == "below"
+    assert decide(plan(stop_below=high * 0.99), done, spent_s=0).load is not None
+    assert decide(plan(), done, spent_s=0).load is not None
+    # before a pass and a fail exist there is no interval to judge
+    assert decide(plan(stop_below=1000.0), probes((10.0, "fail")), spent_s=0).load is not None
+
+
 def test_stops_with_max_probes_counting_invalid_ones() -> None:
     done = probes((10.0, "pass"), (20.0, "invalid"), (40.0, "fail"))
     assert decide(plan(max_probes=3), done, spent_s=0).reason == "max_probes"

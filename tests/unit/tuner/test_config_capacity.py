@@ -97,3 +97,14 @@ def test_a_start_from_the_kept_capacity_is_kept_inside_the_range(tmp_path: Path)
 def test_what_the_capacity_objective_refuses_is_one_line_naming_the_field(
         tmp_path: Path, extra: str, says: str) -> None:
     assert says in error(tmp_path, extra)
+
+
+@pytest.mark.parametrize(("extra", "starts"), [
+    ('by = "rate"\n', "burst"), ('by = "concurrency"\n', "kept"),
+    ('by = "rate"\nstart_from = "kept"\n', "kept"),
+    ('by = "concurrency"\nstart_from = "burst"\n', "burst"),
+])
+def test_auto_starts_rate_searches_at_their_burst_and_concurrency_ones_at_the_kept_capacity(
+        tmp_path: Path, extra: str, starts: str) -> None:
+    config = load(tmp_path, CAPACITY + extra)
+    assert config.capacity is not None and config.capacity.starts_from == starts
