@@ -251,3 +251,12 @@ def test_without_slo_a_config_lacking_capacity_is_one_line() -> None:
     assert stderr.rstrip() == ("tunegate capacity: error: --slo: give the targets; "
                                f"{EXAMPLES / 'tune-vllm.toml'} has no [capacity] section to "
                                "take them from")
+
+
+def test_without_slo_a_search_flag_that_would_be_ignored_is_refused(tmp_path: Path) -> None:
+    code, stdout, stderr = _run("--config", str(EXAMPLES / "tune-capacity.toml"),
+                                "--max-probes", "5", "--by", "concurrency")
+    assert code == 2 and stdout == ""
+    assert stderr.rstrip() == (f"tunegate capacity: error: --by, --max-probes: without --slo "
+                               f"the search is {EXAMPLES / 'tune-capacity.toml'}'s [capacity] "
+                               "section; set it there, or give --slo and every flag")

@@ -110,6 +110,16 @@ def _config_plan(args: argparse.Namespace) -> Any:
     if section is None:
         raise UsageError(f"--slo: give the targets; {args.config} has no [capacity] section "
                          "to take them from")
+    given = [flag for flag, value, default in (
+        ("--attainment", args.attainment, 0.99), ("--by", args.by, "rate"),
+        ("--start", args.start, None), ("--min-load", args.min_load, None),
+        ("--max-load", args.max_load, None), ("--resolution", args.resolution, 0.05),
+        ("--confidence", args.confidence, 0.95), ("--probe-requests", args.probe_requests, None),
+        ("--num-warmup", args.probe_warmup, None), ("--max-probes", args.max_probes, 20),
+        ("--budget", args.budget, None)) if value != default]
+    if given:
+        raise UsageError(f"{', '.join(given)}: without --slo the search is {args.config}'s "
+                         "[capacity] section; set it there, or give --slo and every flag")
     return section.plan(seed=args.seed)
 
 

@@ -9,6 +9,7 @@ from tunegate.report.page import Block, Cell, KeyValues, Mark, Table, Text, Tone
 from tunegate.report.run_data import RunData
 from tunegate.report.run_timeline import params_text, verdict_tone
 from tunegate.tuner.attribution_report import effect_cell
+from tunegate.tuner.capacity_summary import COLUMNS, capacity_caption, capacity_rows
 
 __all__ = ["attribution_blocks", "capacity_blocks", "environment_blocks", "findings_table",
            "lights_table", "trials_table"]
@@ -232,24 +233,8 @@ def _unset(value: Any) -> str:
 
 def capacity_blocks(data: RunData) -> list[Block]:
     """Every capacity search of a run under the capacity objective: its answer, interval,
-    limiting target, probes and benchmark-seconds (``summary.json``'s ``capacity``)."""
+    limiting target, probes and benchmark-seconds (``summary.json``'s ``capacity``, the rows
+    ``report.md`` shows)."""
     block = data.summary.get("capacity") or {}
-    searches = [s for s in block.get("searches") or [] if isinstance(s, Mapping)]
-    rows: list[list[Cell]] = []
-    for s in searches:
-        reused = s.get("capacity_reused_probes") or 0
-        low, high = s.get("capacity_ci_low"), s.get("capacity_ci_high")
-        rows.append([
-            str(s.get("search")), s.get("trial"), str(s.get("role")), s.get("capacity"),
-            f"[{'-' if low is None else f'{low:g}'}, {'-' if high is None else f'{high:g}'}]",
-            s.get("capacity_binding_slo"),
-            f"{int(s.get('capacity_probes') or 0)}" + (f" (+{reused})" if reused else ""),
-            round(float(s.get("capacity_benchmark_s") or 0.0)), s.get("capacity_status")])
-    return [Text(f"Each evaluation is a capacity search ({block.get('by')}, targets "
-                 f"{', '.join(map(str, block.get('slo') or []))}, "
-                 f"{float(block.get('confidence') or 0):.0%} intervals); "
-                 f"{float(block.get('benchmark_s') or 0):.0f} benchmark-seconds in all. "
-                 "Probes in brackets were reused from an earlier search of the same config."),
-            Table(("search", "trial", "role", f"capacity ({block.get('unit', '')})".replace(
-                " ()", ""), "interval", "limited by",
-                   "probes", "benchmark-s", "status"), rows)]
+    rows: list[list[Cell]] = [list(row) for row in capacity_rows(block)]
+    return [Text(capacity_caption(block)), Table(COLUMNS, rows)]

@@ -38,9 +38,9 @@ class CapacitySection(Strict):
                                                "open-loop req/s or closed-loop streams")
     min_load: float | None = Field(default=None, gt=0)
     max_load: float | None = Field(default=None, gt=0)
-    start: float | None = Field(default=None, gt=0, description="the baseline's first load "
-                                "(default: what a short burst sustains); later configs start "
-                                "near the kept config's capacity")
+    start: float | None = Field(default=None, gt=0, description="the first load of a search "
+                                "that starts from no kept capacity (default: what a short "
+                                "burst sustains); see start_from")
     start_from: Literal["auto", "kept", "burst"] = Field(
         default="auto", description="where the searches after the first start: at the kept "
         "capacity (a candidate's raised by [gate] floor), or where a burst of the config says; "
