@@ -110,21 +110,30 @@ def growth_kib(points: list[Point]) -> float:
 
 
 def _sizes(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+    """``--virtual`` / ``--http``: comma-separated positive request counts (empty: none)."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        sizes = [0]
+    if any(size <= 0 for size in sizes):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: comma-separated positive request counts, e.g. 5000,20000")
+    return sizes
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document at the end")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--virtual", default=None, help="request counts in virtual time")
-    parser.add_argument("--http", default=None, help="request counts over HTTP")
+    parser.add_argument("--virtual", type=_sizes, default=None,
+                        help="request counts in virtual time")
+    parser.add_argument("--http", type=_sizes, default=None, help="request counts over HTTP")
     parser.add_argument("--detailed", action="store_true",
                         help="write --out FILE --save-detailed in every run")
     args = parser.parse_args()
-    default = "1000,4000" if args.quick else None  # an empty list ("") skips that kind
-    virtual = _sizes(args.virtual if args.virtual is not None else default or "5000,20000,80000")
-    http = _sizes(args.http if args.http is not None else default or "5000,20000")
+    default = [1000, 4000] if args.quick else None  # an empty list ("") skips that kind
+    virtual = args.virtual if args.virtual is not None else default or [5000, 20000, 80000]
+    http = args.http if args.http is not None else default or [5000, 20000]
     out: dict[str, Any] = {"points": []}
     print(f"{'kind':8} {'requests':>9} {'peak RSS MiB':>13} {'wall s':>8} {'exit':>5}   "
           "RSS MiB at 25/50/75/95% of the run")

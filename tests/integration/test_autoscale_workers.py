@@ -9,6 +9,7 @@ import pytest
 from tunegate.api import BenchOptions, TargetOptions, bench
 from tunegate.loadgen.autoscale import ScalePolicy, run_autoscaled
 from tunegate.loadgen.client import ClientConfig
+from tunegate.loadgen.kernel_stamps import KERNEL_STAMPS
 from tunegate.loadgen.records import RequestRecord
 from tunegate.servers.loopback import Behaviour
 from tunegate.servers.loopback.background import serve_in_process
@@ -37,6 +38,8 @@ def test_a_second_worker_joins_mid_run_without_changing_the_load() -> None:
     assert result.workers == 2 and len(result.scaling) == 1
     assert "2 workers (worker 0: CPU" in result.scaling[0]
     assert all(lag.samples > 0 for lag in result.worker_lags), "both workers sent requests"
+    assert all(lag.kernel_receipts == (1.0 if KERNEL_STAMPS else 0.0)
+               for lag in result.worker_lags), "both timed their reads the same way"
     assert _peak_in_flight(result.records) <= 4, "the slots moved, they did not multiply"
 
 
@@ -67,6 +70,7 @@ def test_a_light_load_stays_in_one_process_and_says_so() -> None:
     assert len(result.records) == 6
     assert result.run.workers == 1 and result.run.scaling == []
     assert result.to_json()["client"]["scaling"] == []
+    assert result.to_json()["client"]["kernel_receipts"] == (1.0 if KERNEL_STAMPS else 0.0)
 
 
 @pytest.mark.parametrize("value", [0, -2, "many"])

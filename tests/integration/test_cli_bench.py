@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tunegate.cli import main
+from tunegate.loadgen import kernel_stamps as kernel_stamps_module
+from tunegate.loadgen.kernel_stamps import KERNEL_STAMPS
 from tunegate.servers.loopback import Behaviour
 from tunegate.servers.loopback.background import serve_in_process
 
@@ -46,6 +48,22 @@ def test_result_file_has_vllm_keys_and_detailed_arrays(loopback, tmp_path: Path,
     assert doc["ttfts"][0] == pytest.approx(0.02, abs=0.01)  # seconds, as vLLM writes them
     assert doc["goodput"]["good_requests"] == 6
     assert "TTFT (ms)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kernel_stamps", [True, False])
+def test_the_result_says_who_timed_the_reads_and_the_console_says_when_the_client_did(
+    loopback, tmp_path: Path, capsys, monkeypatch, kernel_stamps: bool
+) -> None:
+    if kernel_stamps and not KERNEL_STAMPS:
+        pytest.skip("the kernel stamps receipts on Linux x86-64 / arm64 only")
+    monkeypatch.setattr(kernel_stamps_module, "KERNEL_STAMPS", kernel_stamps)
+    out = tmp_path / "result.json"
+    with loopback(Behaviour(ttft_ms=20, itl_ms=2, tokens=8)) as url:
+        assert main(_args(url, "--out", str(out))) == 0
+    assert json.loads(out.read_text())["client"]["kernel_receipts"] == (
+        1.0 if kernel_stamps else 0.0)
+    said = "100% of socket reads were timed when the client got to them"
+    assert (said in capsys.readouterr().out) is not kernel_stamps
 
 
 def test_api_key_is_sent_but_never_written_or_printed(loopback, tmp_path: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 from types import ModuleType
@@ -40,3 +41,11 @@ def test_rss_along_the_run_is_the_last_sample_at_each_fraction(bench: ModuleType
     samples = [(0.1, 50.0), (0.6, 80.0), (1.1, 90.0), (1.9, 91.0)]
     assert bench.along_the_run(samples, 2.0) == {"25%": 50.0, "50%": 80.0, "75%": 90.0,
                                                  "95%": 91.0}
+
+
+def test_sizes_that_are_not_request_counts_are_a_usage_error(bench: ModuleType) -> None:
+    assert bench._sizes("1000, 4000") == [1000, 4000]
+    assert bench._sizes("") == [], "an empty list skips that kind"
+    for text in ("abc", "1000,-5", "0"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive request counts"):
+            bench._sizes(text)

@@ -280,6 +280,11 @@ def run(argv: Sequence[str]) -> int:
                           f"{'es' if result.run.workers > 1 else ''} (--workers auto)")
             for line in result.run.scaling:
                 console.print(f"  {line}")
+        kernel_share = result.run.lag.kernel_receipts
+        if kernel_share is not None and kernel_share < 1.0:
+            console.print(f"client: {1 - kernel_share:.0%} of socket reads were timed when the "
+                          "client got to them, not by the kernel as they arrived (Linux only): "
+                          "those times include the client's own delay (client.kernel_receipts)")
         if args.out is not None:
             console.print(f"result written to {args.out}")
         if page is not None:

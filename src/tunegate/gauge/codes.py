@@ -42,7 +42,8 @@ CODES: dict[str, str] = {
         "warning: no usage and no tokenizer: output tokens were counted as content events."
     ),
     "client_saturated": (
-        "warning: the load generator's event loop lagged > 1 ms at p99; its timestamps are late."
+        "warning: the load generator's event loop lagged > 1 ms at p99: requests left late, and"
+        " receipt times the kernel did not stamp are late."
     ),
     "error_rate": "warning (error at >= 50%): failed requests, by outcome, with examples.",
     "too_few_samples": (

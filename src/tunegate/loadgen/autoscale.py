@@ -40,6 +40,7 @@ from typing import Any
 from tunegate.loadgen.client import ClientConfig, TokenCounter, send_request
 from tunegate.loadgen.lag import LagMonitor
 from tunegate.loadgen.pool import run_pool
+from tunegate.loadgen.receipts import receipt_tally
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import (
     ProgressCallback,
@@ -187,14 +188,17 @@ class _Worker:
         monitor.start()
         tasks: set[asyncio.Task[None]] = set()
         schedule = self.workload.schedule
+        session = client_session(schedule.max_concurrency or 0,
+                                 kernel_receipts=self.config.kernel_receipts)
+        receipts = receipt_tally(session)
         try:
-            async with client_session(schedule.max_concurrency or 0) as session:
+            async with session:
                 if schedule.offsets_s is None:
                     await self._closed_loop(session, tasks, monitor)
                 else:
                     await self._open_loop(session, tasks, monitor, start_ns)
         finally:
-            lag = monitor.stop()
+            lag = monitor.stop(kernel_receipts=receipts.kernel_share)
         return RunResult(
             records=sorted(self.records, key=lambda r: r.index), started_ns=start_ns,
             ended_ns=self.last_end_ns if self.last_end_ns is not None else start_ns, lag=lag,

@@ -1,9 +1,11 @@
 """One request over a real socket, observed to the nanosecond.
 
-Timestamps come from ``time.monotonic_ns()`` taken in the connection's ``data_received``, the
-moment the event loop reads bytes off the socket, before any SSE framing or JSON parsing
-(:mod:`tunegate.loadgen.receipts`); the stream is parsed right there too. A content event's time
-is the receipt time of the read that completed it (its terminating blank line). Request bodies
+A read's time is when the kernel received its newest bytes, where the kernel stamps them
+(Linux: :mod:`tunegate.loadgen.kernel_stamps`), else ``time.monotonic_ns()`` taken in the
+connection's ``data_received``, the moment the event loop reads bytes off the socket, before any
+SSE framing or JSON parsing (:mod:`tunegate.loadgen.receipts`); the stream is parsed right there
+too. A content event's time is the receipt time of the read that completed it (its terminating
+blank line). Request bodies
 are encoded before the run starts (:func:`prepare_request`), so no stream waits on them.
 
 ``t_send_ns`` is taken by aiohttp trace hooks just before the request's bytes are written on an

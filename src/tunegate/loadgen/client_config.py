@@ -38,6 +38,9 @@ class ClientConfig:
         extra_body: Extra JSON fields merged into every request body.
         keep_text: Keep generated text in the records (``--save-detailed``).
         run_id: Prefix of the ``X-Request-Id`` header, so server logs can be joined to records.
+        kernel_receipts: Take each read's time from the kernel, when the bytes reached the
+            socket, where the kernel gives it (Linux, :mod:`.kernel_stamps`); off, the time the
+            client's read callback ran (to measure what the kernel's time saves).
     """
 
     base_url: str
@@ -51,6 +54,7 @@ class ClientConfig:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     keep_text: bool = False
     run_id: str = "tunegate"
+    kernel_receipts: bool = True
 
     @property
     def url(self) -> str:

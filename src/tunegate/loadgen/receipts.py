@@ -1,5 +1,9 @@
 """Receipt times taken where the bytes come off the socket, not where a task reads them.
 
+Where the kernel stamps received bytes (Linux, :mod:`.kernel_stamps`) the time is the kernel's:
+when the bytes reached the socket, before the event loop got to them at all. Elsewhere it is
+taken in the read callback, as follows.
+
 A streaming response is read by a task (``response.content.iter_any()``), and that task runs
 only when the event loop gets to it. Under load the loop first runs every socket's read
 callback of one ``epoll`` round and only then the tasks those callbacks woke, so a timestamp
@@ -20,21 +24,32 @@ for a protocol that does not log, and the reader then stamps when the task runs)
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from tunegate.loadgen.kernel_stamps import (
+    KernelStampedSocket,
+    hold_kernel_stamps,
+    kernel_stamped_socket,
+)
+
 __all__ = [
     "ReceiptLog",
+    "ReceiptTally",
     "StampingConnector",
     "StampingResponseHandler",
     "receipt_log",
     "receipt_pieces",
+    "receipt_tally",
     "stamping_protocol",
 ]
 
@@ -42,19 +57,60 @@ ReceiptLog = deque[tuple[int, int]]
 """``(payload bytes received after a socket read, monotonic ns of that read)``, in order."""
 
 
+@dataclass(slots=True)
+class ReceiptTally:
+    """How many socket reads got the kernel's receipt time, and how many the reader's."""
+
+    kernel: int = 0
+    read: int = 0
+
+    @property
+    def kernel_share(self) -> float | None:
+        """Share of reads with the kernel's time; ``None`` before any read."""
+        total = self.kernel + self.read
+        return self.kernel / total if total else None
+
+
 class StampingResponseHandler(ResponseHandler):
     """aiohttp's client protocol, logging when each read's bytes reached the response body.
+
+    A read's time is the kernel's receipt time when the connection's socket is a
+    :class:`~.kernel_stamps.KernelStampedSocket` that got one, else the time the read callback
+    ran; never earlier than the connection's previous read (the two clocks' conversion may
+    jitter by a few hundred nanoseconds). ``tally`` counts which of the two each read got.
 
     ``on_read``, when set, is called with the read's time after every socket read and after
     the connection is lost, inside the loop's read callback: a reader that parses there sees
     every byte when it arrives, without waiting for a task to be scheduled. It must not raise.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tally: ReceiptTally | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.receipts: ReceiptLog = deque()
         self.on_read: Callable[[int], None] | None = None
+        self.tally = tally if tally is not None else ReceiptTally()
         self._stamped: object | None = None  # the payload the log belongs to
+        self._socket: KernelStampedSocket | None = None
+        self._last_ns = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # asyncio hands out its own wrapper of the socket; the socket read is the one inside.
+        wrapper = transport.get_extra_info("socket")
+        inner = getattr(wrapper, "_sock", wrapper)
+        self._socket = inner if isinstance(inner, KernelStampedSocket) else None
+
+    def _receipt_ns(self) -> int:
+        """The time of the read that just delivered bytes (see the class docstring)."""
+        kernel_ns = self._socket.receipt_ns if self._socket is not None else None
+        if kernel_ns is None:
+            self.tally.read += 1
+            t_ns = time.monotonic_ns()
+        else:
+            self.tally.kernel += 1
+            t_ns = kernel_ns
+        self._last_ns = max(t_ns, self._last_ns)
+        return self._last_ns
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
@@ -65,7 +121,7 @@ class StampingResponseHandler(ResponseHandler):
         if not data:  # aiohttp resuming its parser after a read drained the body: no bytes
             super().data_received(data)
             return
-        t_ns = time.monotonic_ns()
+        t_ns = self._receipt_ns()
         before = self._payload
         super().data_received(data)
         payload = self._payload or before
@@ -81,19 +137,45 @@ class StampingResponseHandler(ResponseHandler):
             self.on_read(t_ns)
 
 
+_SOCKET_FACTORY = "socket_factory" in inspect.signature(aiohttp.TCPConnector).parameters
+
+
 class StampingConnector(aiohttp.TCPConnector):
     """A :class:`aiohttp.TCPConnector` whose connections log receipt times.
+
+    With ``kernel_receipts`` (and an aiohttp that takes a ``socket_factory``, 3.12 on) its
+    sockets are :class:`~.kernel_stamps.KernelStampedSocket`, and it holds the kernel's
+    stamping on until it closes (:func:`~.kernel_stamps.hold_kernel_stamps`); ``receipt_tally``
+    counts the reads of all its connections by where their time came from.
 
     ``close_after_response`` is set once a request met a kept-alive connection the server had
     closed without saying so (llama.cpp's server closes each after its stream): from then on
     the client closes each connection after its response, and every request gets a fresh one.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kernel_receipts: bool = True, **kwargs: Any) -> None:
+        stamping = kernel_receipts and _SOCKET_FACTORY
+        if stamping:
+            kwargs["socket_factory"] = kernel_stamped_socket
         super().__init__(*args, **kwargs)
+        self._stamp_holder = hold_kernel_stamps() if stamping else None
         self.close_after_response = False
+        self.receipt_tally = ReceiptTally()
         self._factory = functools.partial(  # type: ignore[assignment]  # a subclass's
-            StampingResponseHandler, loop=self._loop)
+            StampingResponseHandler, loop=self._loop, tally=self.receipt_tally)
+
+    def _close(self, *args: Any, **kwargs: Any) -> Any:
+        holder = getattr(self, "_stamp_holder", None)  # absent if __init__ failed
+        if holder is not None:
+            holder.close()
+        return super()._close(*args, **kwargs)
+
+
+def receipt_tally(session: aiohttp.ClientSession) -> ReceiptTally:
+    """The tally of ``session``'s reads (a fresh, empty one for a connector that keeps none).
+    Take it before the session closes: a closed session no longer names its connector."""
+    connector = session.connector
+    return connector.receipt_tally if isinstance(connector, StampingConnector) else ReceiptTally()
 
 
 def stamping_protocol(response: aiohttp.ClientResponse) -> StampingResponseHandler | None:

@@ -26,7 +26,7 @@ from tunegate.loadgen.client import (
     timing_trace_config,
 )
 from tunegate.loadgen.lag import LagMonitor, LagSummary
-from tunegate.loadgen.receipts import StampingConnector
+from tunegate.loadgen.receipts import StampingConnector, receipt_tally
 from tunegate.loadgen.records import RequestRecord
 from tunegate.workload.spec import RequestSpec, Workload
 
@@ -123,12 +123,13 @@ class RunResult:
         )
 
 
-def client_session(max_connections: int) -> aiohttp.ClientSession:
+def client_session(max_connections: int, *, kernel_receipts: bool = True) -> aiohttp.ClientSession:
     """The session one client process uses: a pool of ``max_connections`` (0 = unbounded, for
     uncapped open loop) whose connections take receipt times as bytes come off the socket
-    (:mod:`.receipts`), the send-time trace hooks, and no session-wide deadline (each request
-    has its own)."""
-    connector = StampingConnector(limit=max_connections, limit_per_host=0, ttl_dns_cache=300)
+    (:mod:`.receipts`; the kernel's where it gives them and ``kernel_receipts`` is on), the
+    send-time trace hooks, and no session-wide deadline (each request has its own)."""
+    connector = StampingConnector(limit=max_connections, limit_per_host=0, ttl_dns_cache=300,
+                                  kernel_receipts=kernel_receipts)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
                                  trace_configs=[timing_trace_config()])
 
@@ -319,15 +320,18 @@ async def run_workload_async(
         run.deadline_ns = start_ns + int(duration_s * 1e9)
     monitor = LagMonitor(lag_interval_s)
     monitor.start()
+    session = client_session(workload.schedule.max_concurrency or 0,
+                             kernel_receipts=config.kernel_receipts)
+    receipts = receipt_tally(session)
     try:
-        async with client_session(workload.schedule.max_concurrency or 0) as session:
+        async with session:
             if workload.schedule.offsets_s is None:
                 slots = workload.schedule.max_concurrency or 1
                 await run.closed_loop(session, slots)
             else:
                 await run.open_loop(session, start_ns)
     finally:
-        lag = monitor.stop()
+        lag = monitor.stop(kernel_receipts=receipts.kernel_share)
     return RunResult(
         records=sorted(run.records, key=lambda r: r.index),
         started_ns=start_ns,

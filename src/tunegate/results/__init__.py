@@ -75,6 +75,7 @@ class BenchResult:
                 "event_loop_lag_max_ms": lag.max_ms,
                 "cpu_busy_fraction": lag.cpu_busy_fraction,
                 "peak_rss_mib": lag.peak_rss_mib,
+                "kernel_receipts": lag.kernel_receipts,
                 "worker_errors": list(self.run.worker_errors),
                 "scaling": list(self.run.scaling),
             },

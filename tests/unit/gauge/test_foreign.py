@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tunegate.cli import main
 from tunegate.errors import InputFileError
 from tunegate.gauge import Severity, load_report, validate_file
 from tunegate.gauge.foreign import detect_format
@@ -121,3 +122,21 @@ def test_newer_vllm_latencies_and_start_times_are_used(tmp_path: Path) -> None:
     data = load_report(path).datasets[0][1]
     assert data.requests is not None and data.requests[1].e2el_s == 1.0
     assert data.requests[1].end_s == 2.5 and data.context.closed_loop
+
+
+@pytest.mark.parametrize(("saved", "read"), [(1.0, 1.0), (0.5, 0.5), (None, None),
+                                             ("most", None), (True, None), (1.5, None)])
+def test_a_saved_tunegate_result_tells_the_gauge_how_its_reads_were_timed(
+    tmp_path: Path, saved: object, read: float | None
+) -> None:
+    out = tmp_path / "run.json"
+    assert main(["bench", "--sim", "fast", "--num-requests", "20", "--input-tokens", "64",
+                 "--output-tokens", "16", "--concurrency", "4", "--quiet", "--no-progress",
+                 "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    doc["client"] |= {"event_loop_lag_p99_ms": 9.0, "kernel_receipts": saved}
+    out.write_text(json.dumps(doc))
+    (_, data), = load_report(out).datasets
+    assert data.context.lag is not None and data.context.lag.kernel_receipts == read
+    [saturated] = [f for f in validate_file(out).report.findings if f.code == "client_saturated"]
+    assert ("receipt times are the kernel's" in saturated.message) is (read == 1.0)

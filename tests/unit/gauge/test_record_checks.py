@@ -80,6 +80,24 @@ def test_client_saturation_is_reported_with_evidence() -> None:
     assert validate_records(_healthy(), calm).findings == ()
 
 
+def test_a_lagging_client_says_which_of_its_times_the_kernel_took() -> None:
+    def finding(kernel_receipts: float | None):  # type: ignore[no-untyped-def]
+        lag = LagSummary(samples=100, p50_ms=2.0, p99_ms=9.0, max_ms=30.0,
+                         over_1ms_fraction=0.5, cpu_busy_fraction=0.99,
+                         kernel_receipts=kernel_receipts)
+        report = validate_records(_healthy(), lag)
+        return next(f for f in report.findings if f.code == "client_saturated")
+
+    for read_timed in (finding(None), finding(0.98)):  # one read timed late is enough to doubt
+        assert "timestamps may be late" in read_timed.message
+    kernel_timed = finding(1.0)
+    assert "receipt times are the kernel's" in kernel_timed.message
+    assert "share the newest one's time" in kernel_timed.message
+    assert kernel_timed.evidence["kernel_receipts"] == 1.0
+    # Events that queued together while the client was busy share a time: gaps still doubted.
+    assert kernel_timed.invalidates == finding(None).invalidates == ("itl",)
+
+
 def test_event_counted_tokens_are_flagged_approximate() -> None:
     records = [make_record(index=0, times_ns=token_times(400, 20, 4),
                            output_source=CountSource.EVENTS)]

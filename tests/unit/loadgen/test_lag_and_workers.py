@@ -6,7 +6,12 @@ import asyncio
 import signal
 import time
 
-from tunegate.loadgen.lag import LagMonitor, LagSummary
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tunegate.loadgen.lag import LagMonitor, LagSummary, percentile_99
 from tunegate.loadgen.stopping import signals_set
 from tunegate.loadgen.workers import split_workload
 from tunegate.workload.spec import ArrivalSchedule, RequestSpec, Workload
@@ -37,6 +42,19 @@ def test_worst_merge_takes_each_maximum() -> None:
     merged = LagSummary.worst([a, b])
     assert (merged.samples, merged.p99_ms, merged.max_ms, merged.cpu_busy_fraction) == (
         30, 0.5, 9.0, 0.3)
+
+
+def test_the_merged_kernel_share_is_the_lowest_known_one() -> None:
+    def share(kernel_receipts: float | None) -> LagSummary:
+        return LagSummary(10, 0.1, 0.5, 2.0, 0.0, 0.3, kernel_receipts=kernel_receipts)
+
+    assert LagSummary.worst([share(1.0), share(0.75), share(None)]).kernel_receipts == 0.75
+    assert LagSummary.worst([share(None), share(None)]).kernel_receipts is None
+
+
+@given(st.lists(st.integers(0, 10**9), min_size=1, max_size=300))
+def test_the_window_percentile_is_numpys(values: list[int]) -> None:
+    assert percentile_99(values) == pytest.approx(float(np.percentile(values, 99)), rel=1e-12)
 
 
 def _workload(n: int, offsets: bool, cap: int | None) -> Workload:

@@ -1,8 +1,10 @@
-"""Receipt times come from the socket read, not from when the reading task got to run."""
+"""Receipt times come from the socket (the kernel's where it stamps), not from when the reading
+task got to run."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
@@ -11,12 +13,15 @@ import pytest
 
 from tunegate.loadgen import client as client_module
 from tunegate.loadgen.client import ClientConfig, send_request, timing_trace_config
-from tunegate.loadgen.receipts import StampingResponseHandler, receipt_pieces
+from tunegate.loadgen.kernel_stamps import KERNEL_STAMPS
+from tunegate.loadgen.receipts import StampingResponseHandler, receipt_pieces, receipt_tally
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import client_session
 from tunegate.servers.loopback import Behaviour
 from tunegate.servers.loopback.background import serve_in_process
 from tunegate.workload.spec import RequestSpec
+
+BUSY_S = 0.4
 
 
 def test_a_chunk_is_cut_where_the_socket_reads_ended() -> None:
@@ -87,3 +92,31 @@ def test_the_client_session_uses_the_stamping_protocol() -> None:
             return session.connector._factory()  # type: ignore[union-attr]
 
     assert isinstance(asyncio.run(factory_product()), StampingResponseHandler)
+
+
+async def _stream_while_the_client_is_busy(url: str, kernel_receipts: bool) -> tuple[
+        RequestRecord, float | None]:
+    """One stream whose events all arrive while the client's event loop is blocked."""
+    config = ClientConfig(base_url=url, model="loopback", kernel_receipts=kernel_receipts)
+    spec = RequestSpec(index=0, prompt="a b c", max_tokens=3)
+    session = client_session(1, kernel_receipts=kernel_receipts)
+    tally = receipt_tally(session)
+    async with session:
+        asyncio.get_running_loop().call_later(0.02, time.sleep, BUSY_S)  # blocks the loop
+        record = await send_request(session, spec, config)
+    return record, tally.kernel_share
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="the kernel stamps receipts on Linux only")
+def test_a_busy_client_still_times_events_when_they_arrived() -> None:
+    with serve_in_process(Behaviour(ttft_ms=50, itl_ms=10, tokens=3)) as url:
+        kernel, kernel_share = asyncio.run(_stream_while_the_client_is_busy(url, True))
+        read, read_share = asyncio.run(_stream_while_the_client_is_busy(url, False))
+    for record in (kernel, read):
+        assert record.outcome.is_success and record.content_events == 3
+    ttft_s = {name: (r.content_times_ns[0] - r.t_send_ns) / 1e9
+              for name, r in (("kernel", kernel), ("read", read))}
+    assert ttft_s["kernel"] < BUSY_S - 0.1, f"the kernel's arrival time: {ttft_s}"
+    assert ttft_s["read"] > BUSY_S - 0.05, f"the read callback ran after the block: {ttft_s}"
+    assert (kernel_share, read_share) == (1.0, 0.0)

@@ -32,7 +32,15 @@ def _lag(client: Any) -> LagSummary | None:
         p99_ms=float(client["event_loop_lag_p99_ms"]),
         max_ms=float(client.get("event_loop_lag_max_ms") or 0.0),
         over_1ms_fraction=0.0, cpu_busy_fraction=float(client.get("cpu_busy_fraction") or 0.0),
+        kernel_receipts=_share(client.get("kernel_receipts")),
     )
+
+
+def _share(value: Any) -> float | None:
+    """A share in [0, 1]; anything else (absent in files older than the field) is unknown."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    return None
 
 
 def _context(doc: Mapping[str, Any]) -> RunContext:
