@@ -62,7 +62,7 @@ def test_the_result_says_who_timed_the_reads_and_the_console_says_when_the_clien
         assert main(_args(url, "--out", str(out))) == 0
     assert json.loads(out.read_text())["client"]["kernel_receipts"] == (
         1.0 if kernel_stamps else 0.0)
-    said = "100% of socket reads were timed when the client got to them"
+    said = "100.0% of socket reads were timed when the client got to them"
     assert (said in capsys.readouterr().out) is not kernel_stamps
 
 

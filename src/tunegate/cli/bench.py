@@ -282,7 +282,8 @@ def run(argv: Sequence[str]) -> int:
                 console.print(f"  {line}")
         kernel_share = result.run.lag.kernel_receipts
         if kernel_share is not None and kernel_share < 1.0:
-            console.print(f"client: {1 - kernel_share:.0%} of socket reads were timed when the "
+            late = f"{1 - kernel_share:.1%}" if kernel_share < 0.999 else "under 0.1%"
+            console.print(f"client: {late} of socket reads were timed when the "
                           "client got to them, not by the kernel as they arrived (Linux only): "
                           "those times include the client's own delay (client.kernel_receipts)")
         if args.out is not None:

@@ -38,9 +38,10 @@ from multiprocessing.synchronize import Event as MpEvent
 from typing import Any
 
 from tunegate.loadgen.client import ClientConfig, TokenCounter, send_request
+from tunegate.loadgen.kernel_stamps import hold_kernel_stamps
 from tunegate.loadgen.lag import LagMonitor
 from tunegate.loadgen.pool import run_pool
-from tunegate.loadgen.receipts import receipt_tally
+from tunegate.loadgen.receipts import ReceiptTally, receipt_tally
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import (
     ProgressCallback,
@@ -188,10 +189,11 @@ class _Worker:
         monitor.start()
         tasks: set[asyncio.Task[None]] = set()
         schedule = self.workload.schedule
-        session = client_session(schedule.max_concurrency or 0,
-                                 kernel_receipts=self.config.kernel_receipts)
-        receipts = receipt_tally(session)
+        receipts = ReceiptTally()
         try:
+            session = client_session(schedule.max_concurrency or 0,
+                                     kernel_receipts=self.config.kernel_receipts)
+            receipts = receipt_tally(session)
             async with session:
                 if schedule.offsets_s is None:
                     await self._closed_loop(session, tasks, monitor)
@@ -297,6 +299,8 @@ def _worker_main(worker_id: int, workload: Workload, config: ClientConfig,
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; shared.stop tells us
     try:
         count_tokens = counter_factory() if counter_factory is not None else None
+        if config.kernel_receipts:
+            hold_kernel_stamps()  # before the start: the kernel switches its stamping on lazily
         outbox.put(("ready", worker_id, None))
         shared.go.wait()
         worker = _Worker(worker_id, workload, config, count_tokens, shared, outbox, duration_s,

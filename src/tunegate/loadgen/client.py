@@ -99,6 +99,9 @@ class _StreamFeed:
         """Parse and apply ``chunk``; ``True`` once reading is over (``[DONE]`` or a failure)."""
         obs, parser, limits = self.obs, self.parser, self.obs.limits
         for piece, t_ns in receipt_pieces(chunk, parser.bytes_fed, self.receipts, now_ns):
+            # An answer cannot come before its question: a kernel stamp converted across a
+            # real-time clock step could say so.
+            t_ns = max(t_ns, obs.t_send_ns)
             events = parser.feed(piece, t_ns)
             over = parser.events_dispatched - limits.max_events
             for event in events[: len(events) - over] if over > 0 else events:

@@ -1,4 +1,4 @@
-"""Receipt times from the kernel: when the bytes reached the socket, however busy the client.
+"""Receipt times from the kernel: when the bytes reached the host, however busy the client.
 
 A time taken in the read callback (:mod:`.receipts`) is late by however long the event loop
 took to get to that socket: the other sockets' callbacks of the same ``epoll`` round, a garbage
@@ -18,9 +18,14 @@ age beyond :data:`MAX_AGE_NS` (or below zero) is not believed and the read time 
 
 Linux stamps received packets only while some socket asks for it, and turns the stamping on in
 deferred work when the first one does (and off when the last one closes): of fresh connections
-opened one after another, each alone, 98 of 300 first reads came unstamped here. A client holds
-:func:`hold_kernel_stamps`'s socket open for its whole session, so stamping is on from before its
-first request and stays on between connections (0 of 300 unstamped).
+opened one after another, each alone, 98 of 300 first reads came unstamped here. A client calls
+:func:`hold_kernel_stamps` before its first request: it keeps stamping on for the process and
+waits until it is (0 of 300 unstamped).
+
+The stamp is taken where a packet enters the host's network stack. On a network that loses or
+reorders packets, a segment that fills a hole can carry the stamp of a later segment that came
+before it (the kernel merges them), so that read's time can be early by the retransmission:
+loopback and a healthy local network do not do this; a lossy path to a remote server can.
 
 Where the kernel gives no stamp (another operating system or processor family, a socket option
 refused, an event loop that reads the descriptor itself such as uvloop) ``receipt_ns`` stays
@@ -30,6 +35,7 @@ says which share of reads had the kernel's time.
 
 from __future__ import annotations
 
+import atexit
 import platform
 import socket
 import struct
@@ -56,7 +62,7 @@ _NS_PER_S = 1_000_000_000
 KERNEL_STAMPS = sys.platform == "linux" and platform.machine() in {"x86_64", "aarch64", "arm64"}
 """Whether this platform's kernel can stamp received bytes the way this module asks."""
 
-MAX_AGE_NS = 60 * _NS_PER_S
+MAX_AGE_NS = 10 * _NS_PER_S
 """Bytes said to have waited longer than this in the socket are a clock step, not a wait."""
 
 
@@ -68,8 +74,9 @@ def monotonic_receipt_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-            now_ns = time.monotonic_ns()
+            # Real time first: a pause between the two reads makes the result late, never early.
             age_ns = time.time_ns() - (seconds * _NS_PER_S + nanoseconds)
+            now_ns = time.monotonic_ns()
             return now_ns - age_ns if 0 <= age_ns <= MAX_AGE_NS else None
     return None
 
@@ -116,18 +123,55 @@ def kernel_stamped_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return KernelStampedSocket(family=family, type=kind, proto=proto)
 
 
-def hold_kernel_stamps() -> socket.socket | None:
-    """A socket that keeps the kernel stamping received packets while it stays open.
+_holder: socket.socket | None = None
 
-    A datagram socket asking for stamps, never bound or used: close it when the session ends.
-    ``None`` where the kernel does not stamp, or refuses to.
+
+def hold_kernel_stamps() -> bool:
+    """Keep the kernel stamping received packets for the rest of this process; ``True`` once
+    it does (at once after the first call).
+
+    The first call opens a datagram socket that asks for stamps (never bound or used, closed at
+    exit) and then waits, at most :data:`SWITCH_ON_WAIT_S`, until a loopback TCP byte comes back
+    stamped: Linux turns the stamping on in deferred work. ``False`` where the kernel does not
+    stamp or refuses to; reads are then timed by the client, as without this module.
     """
+    global _holder
+    if _holder is not None:
+        return True
     if not KERNEL_STAMPS:
-        return None
-    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        return False
+    try:
+        holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:  # out of descriptors, no IPv4 in this namespace, a sandbox's refusal
+        return False
     try:
         holder.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        switched_on = _stamping_switched_on(time.monotonic() + SWITCH_ON_WAIT_S)
     except OSError:
         holder.close()
-        return None
-    return holder
+        return False
+    _holder = holder
+    atexit.register(holder.close)
+    return switched_on
+
+
+SWITCH_ON_WAIT_S = 0.05
+"""How long the first :func:`hold_kernel_stamps` waits for the kernel to start stamping."""
+
+
+def _stamping_switched_on(deadline: float) -> bool:
+    """Send one byte over loopback TCP until it comes back stamped or ``deadline`` passes."""
+    with (socket.create_server(("127.0.0.1", 0)) as listener,
+          KernelStampedSocket(socket.AF_INET, socket.SOCK_STREAM) as client):
+        client.settimeout(1.0)
+        client.connect(listener.getsockname())
+        server, _ = listener.accept()
+        with server:
+            while True:
+                server.sendall(b"x")
+                client.recv(1)
+                if client.receipt_ns is not None:
+                    return True
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.001)

@@ -76,8 +76,9 @@ class StampingResponseHandler(ResponseHandler):
 
     A read's time is the kernel's receipt time when the connection's socket is a
     :class:`~.kernel_stamps.KernelStampedSocket` that got one, else the time the read callback
-    ran; never earlier than the connection's previous read (the two clocks' conversion may
-    jitter by a few hundred nanoseconds). ``tally`` counts which of the two each read got.
+    ran; never earlier than the connection's previous read (converting the kernel's real-time
+    stamp to the monotonic clock can put two close reads out of order). ``tally`` counts which
+    of the two each read got.
 
     ``on_read``, when set, is called with the read's time after every socket read and after
     the connection is lost, inside the loop's read callback: a reader that parses there sees
@@ -144,8 +145,8 @@ class StampingConnector(aiohttp.TCPConnector):
     """A :class:`aiohttp.TCPConnector` whose connections log receipt times.
 
     With ``kernel_receipts`` (and an aiohttp that takes a ``socket_factory``, 3.12 on) its
-    sockets are :class:`~.kernel_stamps.KernelStampedSocket`, and it holds the kernel's
-    stamping on until it closes (:func:`~.kernel_stamps.hold_kernel_stamps`); ``receipt_tally``
+    sockets are :class:`~.kernel_stamps.KernelStampedSocket`, with the kernel's stamping held on
+    (:func:`~.kernel_stamps.hold_kernel_stamps`); ``receipt_tally``
     counts the reads of all its connections by where their time came from.
 
     ``close_after_response`` is set once a request met a kept-alive connection the server had
@@ -158,17 +159,12 @@ class StampingConnector(aiohttp.TCPConnector):
         if stamping:
             kwargs["socket_factory"] = kernel_stamped_socket
         super().__init__(*args, **kwargs)
-        self._stamp_holder = hold_kernel_stamps() if stamping else None
+        if stamping:
+            hold_kernel_stamps()  # at once when the run already did, before its start
         self.close_after_response = False
         self.receipt_tally = ReceiptTally()
         self._factory = functools.partial(  # type: ignore[assignment]  # a subclass's
             StampingResponseHandler, loop=self._loop, tally=self.receipt_tally)
-
-    def _close(self, *args: Any, **kwargs: Any) -> Any:
-        holder = getattr(self, "_stamp_holder", None)  # absent if __init__ failed
-        if holder is not None:
-            holder.close()
-        return super()._close(*args, **kwargs)
 
 
 def receipt_tally(session: aiohttp.ClientSession) -> ReceiptTally:

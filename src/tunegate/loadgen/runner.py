@@ -25,8 +25,9 @@ from tunegate.loadgen.client import (
     send_request,
     timing_trace_config,
 )
+from tunegate.loadgen.kernel_stamps import hold_kernel_stamps
 from tunegate.loadgen.lag import LagMonitor, LagSummary
-from tunegate.loadgen.receipts import StampingConnector, receipt_tally
+from tunegate.loadgen.receipts import ReceiptTally, StampingConnector, receipt_tally
 from tunegate.loadgen.records import RequestRecord
 from tunegate.workload.spec import RequestSpec, Workload
 
@@ -313,6 +314,8 @@ async def run_workload_async(
     stop = stop or asyncio.Event()
     run = _Run(workload, config, count_tokens, progress, stop, None, keep_records, halt)
     run.prepare(prepared if prepared is not None else prepare_ahead(workload, config))
+    if config.kernel_receipts:
+        hold_kernel_stamps()  # before the start: the kernel switches its stamping on lazily
     if start_at_ns is not None:
         await sleep_until(start_at_ns)
     start_ns = time.monotonic_ns()
@@ -320,10 +323,11 @@ async def run_workload_async(
         run.deadline_ns = start_ns + int(duration_s * 1e9)
     monitor = LagMonitor(lag_interval_s)
     monitor.start()
-    session = client_session(workload.schedule.max_concurrency or 0,
-                             kernel_receipts=config.kernel_receipts)
-    receipts = receipt_tally(session)
+    receipts = ReceiptTally()
     try:
+        session = client_session(workload.schedule.max_concurrency or 0,
+                                 kernel_receipts=config.kernel_receipts)
+        receipts = receipt_tally(session)
         async with session:
             if workload.schedule.offsets_s is None:
                 slots = workload.schedule.max_concurrency or 1

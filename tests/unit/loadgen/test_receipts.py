@@ -14,7 +14,7 @@ import pytest
 from tunegate.loadgen import client as client_module
 from tunegate.loadgen.client import ClientConfig, send_request, timing_trace_config
 from tunegate.loadgen.kernel_stamps import KERNEL_STAMPS
-from tunegate.loadgen.receipts import StampingResponseHandler, receipt_pieces, receipt_tally
+from tunegate.loadgen.receipts import StampingConnector, StampingResponseHandler, receipt_pieces
 from tunegate.loadgen.records import RequestRecord
 from tunegate.loadgen.runner import client_session
 from tunegate.servers.loopback import Behaviour
@@ -96,13 +96,20 @@ def test_the_client_session_uses_the_stamping_protocol() -> None:
 
 async def _stream_while_the_client_is_busy(url: str, kernel_receipts: bool) -> tuple[
         RequestRecord, float | None]:
-    """One stream whose events all arrive while the client's event loop is blocked."""
+    """One stream whose events all arrive while the client's event loop is blocked: the block
+    starts as soon as the request's bytes are out, and lasts longer than the whole stream."""
     config = ClientConfig(base_url=url, model="loopback", kernel_receipts=kernel_receipts)
     spec = RequestSpec(index=0, prompt="a b c", max_tokens=3)
-    session = client_session(1, kernel_receipts=kernel_receipts)
-    tally = receipt_tally(session)
-    async with session:
-        asyncio.get_running_loop().call_later(0.02, time.sleep, BUSY_S)  # blocks the loop
+    busy = aiohttp.TraceConfig()
+
+    async def block_soon(*_: object) -> None:
+        asyncio.get_running_loop().call_later(0.005, time.sleep, BUSY_S)
+
+    busy.on_request_chunk_sent.append(block_soon)
+    connector = StampingConnector(limit=1, kernel_receipts=kernel_receipts)
+    tally = connector.receipt_tally
+    async with aiohttp.ClientSession(connector=connector,
+                                     trace_configs=[timing_trace_config(), busy]) as session:
         record = await send_request(session, spec, config)
     return record, tally.kernel_share
 
