@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from tunegate.loadgen import client as client_module
+from tunegate.loadgen import kernel_stamps
 from tunegate.loadgen.client import ClientConfig, send_request, timing_trace_config
 from tunegate.loadgen.kernel_stamps import KERNEL_STAMPS
 from tunegate.loadgen.receipts import StampingConnector, StampingResponseHandler, receipt_pieces
@@ -127,3 +128,15 @@ def test_a_busy_client_still_times_events_when_they_arrived() -> None:
     assert ttft_s["kernel"] < BUSY_S - 0.1, f"the kernel's arrival time: {ttft_s}"
     assert ttft_s["read"] > BUSY_S - 0.05, f"the read callback ran after the block: {ttft_s}"
     assert (kernel_share, read_share) == (1.0, 0.0)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="the kernel stamps receipts on Linux only")
+def test_no_event_is_timed_before_its_request_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a real-time clock step between a packet's arrival and its read could produce.
+    monkeypatch.setattr(kernel_stamps, "monotonic_receipt_ns", lambda ancillary: 1)
+    with serve_in_process(Behaviour(ttft_ms=5, itl_ms=1, tokens=3)) as url:
+        records = asyncio.run(_two_streams(url, stamping=True))
+    for record in records:
+        assert record.outcome.is_success
+        assert record.content_times_ns == [record.t_send_ns] * 3
