@@ -4,10 +4,10 @@ A time taken in the read callback (:mod:`.receipts`) is late by however long the
 took to get to that socket: the other sockets' callbacks of the same ``epoll`` round, a garbage
 collection, or the operating system running the server on the client's core. At 256 lock-step
 streams on a two-core machine that was the whole of the client's delay after the server's write
-at p99 (``benchmarks/gauge_accuracy.py``). Linux stamps every received packet as it is queued
-on the socket, and ``SO_TIMESTAMPNS`` hands that stamp to ``recvmsg``; for TCP it is the stamp
-of the newest packet the read returned, so a read never gets a time earlier than any of its
-bytes arrived.
+at p99 (``benchmarks/gauge_accuracy.py``). Linux stamps every received packet as it enters the
+network stack, and ``SO_TIMESTAMPNS`` hands that stamp to ``recvmsg``; for TCP it is the stamp
+of the newest packet the read returned, so on a path that delivers in order a read never gets a
+time earlier than any of its bytes arrived.
 
 :class:`KernelStampedSocket` is the socket aiohttp connects through (``TCPConnector``'s public
 ``socket_factory``): asyncio's selector transport reads with ``sock.recv``, which this class
@@ -127,8 +127,8 @@ _holder: socket.socket | None = None
 
 
 def hold_kernel_stamps() -> bool:
-    """Keep the kernel stamping received packets for the rest of this process; ``True`` once
-    it does (at once after the first call).
+    """Keep the kernel stamping received packets for the rest of this process; ``True`` when
+    it does (later calls: at once, once the first one opened the holder).
 
     The first call opens a datagram socket that asks for stamps (never bound or used, closed at
     exit) and then waits, at most :data:`SWITCH_ON_WAIT_S`, until a loopback TCP byte comes back
