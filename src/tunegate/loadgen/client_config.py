@@ -39,7 +39,7 @@ class ClientConfig:
         keep_text: Keep generated text in the records (``--save-detailed``).
         run_id: Prefix of the ``X-Request-Id`` header, so server logs can be joined to records.
         kernel_receipts: Take each read's time from the kernel, when the bytes reached the
-            socket, where the kernel gives it (Linux, :mod:`.kernel_stamps`); off, the time the
+            host, where the kernel gives it (Linux, :mod:`.kernel_stamps`); off, the time the
             client's read callback ran (to measure what the kernel's time saves).
     """
 

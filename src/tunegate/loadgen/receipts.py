@@ -1,8 +1,8 @@
 """Receipt times taken where the bytes come off the socket, not where a task reads them.
 
 Where the kernel stamps received bytes (Linux, :mod:`.kernel_stamps`) the time is the kernel's:
-when the bytes reached the socket, before the event loop got to them at all. Elsewhere it is
-taken in the read callback, as follows.
+when the bytes entered the host's network stack, before the event loop got to them at all.
+Elsewhere it is taken in the read callback, as follows.
 
 A streaming response is read by a task (``response.content.iter_any()``), and that task runs
 only when the event loop gets to it. Under load the loop first runs every socket's read
